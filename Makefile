@@ -1,0 +1,121 @@
+# lazyfuse: build, test and demo from a fresh Debian 12 machine.
+#
+#   make demo    apt packages, .venv with torch, C++ build, then examples/train_mlp.py
+#   make test    the same setup, then C++ tests, Python tests and the C++ example
+#
+# Stamp files record the slow one-time steps (apt, venv); ninja makes the rest incremental.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+TORCH_VERSION := 2.11.0
+BUILD_TYPE    ?= Release
+JOBS          ?= $(shell nproc)
+
+BUILD       := build
+INSTALL_DIR := $(CURDIR)/$(BUILD)/install
+EXAMPLE_DIR := $(BUILD)/examples-cpp
+VENV        := .venv
+PY          := $(VENV)/bin/python
+PIP         := $(PY) -m pip
+LIB_COPY    := python/lazyfuse/lib/liblazyfuse.so
+
+# libspdlog/fmt/gtest/gmock for the C++ build and tests; g++, python3-venv: what a bare Debian 12
+# image lacks to compile and to create the venv.
+APT_PACKAGES := libspdlog-dev libfmt-dev libgtest-dev libgmock-dev ccache ninja-build cmake \
+                g++ python3 python3-venv
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+DEPS_STAMP    := $(BUILD)/.stamp-deps
+VENV_STAMP    := $(VENV)/.stamp-venv
+PYPKG_STAMP   := $(VENV)/.stamp-lazyfuse
+NINJA_FILE    := $(BUILD)/build.ninja
+
+# Anything that imports torch only to ask it something must not autoload lazyfuse.
+TORCH_QUERY := TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PY) -c
+
+.PHONY: deps venv build install test test-cpp test-python example-cpp demo bench clean distclean
+
+# ---- one-time setup ----------------------------------------------------------------------------
+
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP):
+	@mkdir -p $(BUILD)
+	@if dpkg -s $(APT_PACKAGES) >/dev/null 2>&1; then \
+	  echo "apt packages already installed"; \
+	else \
+	  $(SUDO) apt-get update; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PACKAGES); \
+	fi
+	touch $@
+
+# setuptools>=70.1 builds editable wheels by itself (older ones need `wheel`); torch 2.11 wants <82.
+venv: $(VENV_STAMP)
+$(VENV_STAMP): | $(DEPS_STAMP)
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	$(PIP) install "setuptools>=70.1,<82" "torch==$(TORCH_VERSION)" numpy pytest expecttest
+	touch $@
+
+# ---- C++ build -----------------------------------------------------------------------------------
+
+# Configure once; afterwards ninja re-runs cmake by itself when a CMakeLists.txt changes.
+$(NINJA_FILE): | $(VENV_STAMP) $(DEPS_STAMP)
+	cmake -S . -B $(BUILD) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DCMAKE_PREFIX_PATH="$$($(TORCH_QUERY) 'import torch; print(torch.utils.cmake_prefix_path)')" \
+	  -DPython3_EXECUTABLE=$(CURDIR)/$(PY) \
+	  $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+# The Python package loads its own copy of the library (python/lazyfuse/lib/, git-ignored).
+# `install` unlinks before writing, so a process that has the old copy mapped keeps working.
+build: $(NINJA_FILE) $(PYPKG_STAMP)
+	cmake --build $(BUILD) -j $(JOBS)
+	install -D -m 0755 $(BUILD)/liblazyfuse.so $(LIB_COPY)
+
+# The editable install does not need the library, only the package sources.
+$(PYPKG_STAMP): python/pyproject.toml | $(VENV_STAMP)
+	$(PIP) install --no-build-isolation --no-deps -e python
+	touch $@
+
+# Headers, library and CMake package (lazyfuse::lazyfuse) under build/install.
+install: build
+	cmake --install $(BUILD) --prefix $(INSTALL_DIR)
+
+# ---- tests -------------------------------------------------------------------------------------
+
+# In this order: C++ unit tests, Python tests against eager PyTorch, the C++ example.
+test: install
+	@$(MAKE) --no-print-directory test-cpp
+	@$(MAKE) --no-print-directory test-python
+	@$(MAKE) --no-print-directory example-cpp
+
+test-cpp: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-python: build
+	$(PY) -m pytest test/python -q
+
+# A LibTorch program that only links lazyfuse::lazyfuse from the installed CMake package.
+example-cpp: install
+	cmake -S examples/cpp -B $(EXAMPLE_DIR) -G Ninja -DCMAKE_PREFIX_PATH=$(INSTALL_DIR)
+	cmake --build $(EXAMPLE_DIR)
+	$(EXAMPLE_DIR)/lazyfuse_example
+
+# ---- what a user runs ----------------------------------------------------------------------------
+
+demo: build
+	$(PY) examples/train_mlp.py
+
+bench: build
+	$(PY) bench/trace_overhead.py
+
+# ---- cleaning ------------------------------------------------------------------------------------
+
+clean:
+	rm -rf $(BUILD) python/lazyfuse/lib
+	rm -f $(PYPKG_STAMP)
+
+distclean: clean
+	rm -rf $(VENV) python/*.egg-info

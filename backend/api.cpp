@@ -1,0 +1,87 @@
+// The lazyfuse operator library: the API reachable as torch.ops.lazyfuse.* from Python and C++.
+#include "backend/api.h"
+
+#include "backend/device.h"
+#include "backend/graph_executor.h"
+#include "backend/lazy_tensor.h"
+#include "backend/metrics.h"
+#include "lazy_ir/check.h"
+
+#include <ATen/Context.h>
+#include <ATen/core/Generator.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <tuple>
+
+namespace torch::lazy {
+TORCH_API bool hasBackend();  // torch/csrc/lazy/backend/backend_interface.h
+}  // namespace torch::lazy
+
+namespace lazyfuse {
+
+void checkBackend() {
+  LF_CHECK(!torch::lazy::hasBackend(),
+           "torch._lazy.ts_backend.init() has been called: the TorchScript lazy backend has taken "
+           "over the Lazy device, so lazyfuse cannot run; start a new process without calling it");
+}
+
+namespace {
+
+void syncTensors(at::TensorList tensors) {
+  checkBackend();
+  std::vector<c10::intrusive_ptr<LazyData>> data;
+  for (const at::Tensor& t : tensors) {
+    LazyTensorImpl* impl = lazyImpl(t);
+    LF_CHECK(impl != nullptr, "sync: expected lazy tensors, got a ",
+             t.defined() ? t.device().str() : std::string("undefined"), " tensor");
+    data.push_back(impl->dataPtr());
+  }
+  syncData(data);
+}
+
+std::tuple<std::vector<std::string>, std::vector<int64_t>> metricsOp() {
+  std::vector<std::string> names;
+  std::vector<int64_t> values;
+  for (auto& [name, value] : metricsSnapshot()) {
+    names.push_back(name);
+    values.push_back(value);
+  }
+  names.push_back("GraphCacheSize");
+  values.push_back(static_cast<int64_t>(graphCacheSize()));
+  return {names, values};
+}
+
+std::string dumpIr(at::TensorList tensors, c10::string_view format) {
+  return dumpGraph(tensors.vec(), std::string(format));
+}
+
+std::string hardwareDeviceName() { return hardwareDevice().str(); }
+
+void manualSeed(int64_t seed) {
+  at::Generator gen = at::globalContext().defaultGenerator(hardwareDevice());
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(static_cast<uint64_t>(seed));
+}
+
+void markStepOp() {
+  checkBackend();
+  syncLiveTensors();
+}
+
+}  // namespace
+
+TORCH_LIBRARY(lazyfuse, m) {
+  m.def("mark_step() -> ()", &markStepOp);
+  m.def("wait() -> ()", &waitDevice);
+  m.def("sync(Tensor[] tensors) -> ()", &syncTensors);
+  m.def("metrics() -> (str[], int[])", &metricsOp);
+  m.def("reset_metrics() -> ()", &resetMetrics);
+  m.def("dump_ir(Tensor[] tensors, str format) -> str", &dumpIr);
+  m.def("hardware_device() -> str", &hardwareDeviceName);
+  m.def("manual_seed(int seed) -> ()", &manualSeed);
+  m.def("check_backend() -> ()", &checkBackend);
+  m.def("clear_graph_cache() -> ()", &clearGraphCache);
+}
+
+}  // namespace lazyfuse

@@ -1,0 +1,81 @@
+#pragma once
+
+// Note [Lazy data]
+// A LazyTensorImpl sits on the Lazy dispatch key, below PyTorch's functionalization: users hold
+// FunctionalTensorWrappers around it, so our kernels only see functional ops, *_copy views and
+// *_scatter. Its value lives in a LazyData: either a pending IR value or a buffer on the hardware
+// device. LazyData is shared by shallow copies (detach, .data) and changes in place when an op
+// below functionalization writes the tensor or when a sync materializes it. Every LazyData is
+// listed in a registry so mark_step can sync every live tensor.
+
+#include "lazy_ir/node.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <vector>
+
+namespace lazyfuse {
+
+class LazyData final : public c10::intrusive_ptr_target {
+ public:
+  LazyData() = default;  // use pending() or materialized(): they register the data
+  static c10::intrusive_ptr<LazyData> pending(Value value);
+  static c10::intrusive_ptr<LazyData> materialized(at::Tensor buffer);
+
+  bool isPending() const { return value_.node && !buffer_.defined(); }
+  const Value& pendingValue() const { return value_; }
+  const at::Tensor& buffer() const { return buffer_; }
+  /// This data as an op input: its pending value, or a device-data node made once per buffer.
+  Value asInput();
+  void setPending(Value value);
+  void setBuffer(at::Tensor buffer);
+
+  void release_resources() override;
+
+ private:
+
+  Value value_;
+  at::Tensor buffer_;
+};
+
+/// Every live LazyData that is pending, oldest first.
+std::vector<c10::intrusive_ptr<LazyData>> livePendingData();
+
+class LazyTensorImpl final : public c10::TensorImpl {
+ public:
+  LazyTensorImpl(c10::intrusive_ptr<LazyData> data, const TensorMeta& meta);
+
+  LazyData& data() const { return *data_; }
+  const c10::intrusive_ptr<LazyData>& dataPtr() const { return data_; }
+  TensorMeta meta() const;
+  /// New sizes and strides after an op resized this tensor (out= arguments).
+  void setMeta(const TensorMeta& meta);
+
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
+      const c10::VariableVersion& version_counter,
+      bool allow_tensor_metadata_change) const override;
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
+      c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const override;
+  void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override;
+
+ private:
+  const char* tensorimpl_type_name() const override { return "LazyTensorImpl"; }
+
+  c10::intrusive_ptr<LazyData> data_;
+};
+
+/// The LazyTensorImpl under `tensor`, unwrapping (and syncing) a functional wrapper; nullptr when
+/// `tensor` is not a lazy tensor.
+LazyTensorImpl* lazyImpl(const at::Tensor& tensor);
+
+/// A raw (unwrapped) lazy tensor holding a pending value.
+at::Tensor makeLazyTensor(Value value);
+/// A raw lazy tensor holding `buffer`, which lives on the hardware device.
+at::Tensor makeMaterializedTensor(at::Tensor buffer);
+/// Wraps `tensor` into a FunctionalTensorWrapper unless functionalization is excluded in this
+/// thread, the way a factory on a functionalized device must. See Note [Lazy data].
+at::Tensor wrapIfFactory(at::Tensor tensor);
+
+}  // namespace lazyfuse

@@ -1,0 +1,101 @@
+#include "backend/metrics.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <mutex>
+
+namespace lazyfuse {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<Counter*> counters;
+  std::vector<Timer*> timers;
+  std::map<std::string, std::unique_ptr<Counter>> named;
+};
+
+Registry& registry() {
+  static Registry* instance = new Registry();  // never destroyed: counters outlive static dtors
+  return *instance;
+}
+
+}  // namespace
+
+Counter::Counter(std::string name) : name_(std::move(name)) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().counters.push_back(this);
+}
+
+Timer::Timer(std::string name) : name_(std::move(name)) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().timers.push_back(this);
+}
+
+void Timer::add(int64_t ns) {
+  count_.fetch_add(1, std::memory_order_relaxed);
+  total_ns_.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void Timer::reset() {
+  count_.store(0, std::memory_order_relaxed);
+  total_ns_.store(0, std::memory_order_relaxed);
+}
+
+ScopedTimer::~ScopedTimer() {
+  auto elapsed = std::chrono::steady_clock::now() - start_;
+  timer_.add(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+}
+
+Counter& counterNamed(const std::string& name) {
+  Registry& r = registry();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.named.find(name);
+    if (it != r.named.end()) return *it->second;
+  }
+  auto counter = std::make_unique<Counter>(name);  // registers itself; takes the lock
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto [it, inserted] = r.named.emplace(name, std::move(counter));
+  if (!inserted) {
+    r.counters.erase(std::remove(r.counters.begin(), r.counters.end(), counter.get()),
+                     r.counters.end());
+  }
+  return *it->second;
+}
+
+std::vector<std::pair<std::string, int64_t>> metricsSnapshot() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const Counter* c : r.counters) out.emplace_back(c->name(), c->value());
+  for (const Timer* t : r.timers) {
+    out.emplace_back(t->name() + ".count", t->count());
+    out.emplace_back(t->name() + ".total_ns", t->totalNs());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void resetMetrics() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (Counter* c : r.counters) c->reset();
+  for (Timer* t : r.timers) t->reset();
+}
+
+namespace metrics {
+Counter& ops_recorded = *new Counter("OpsRecorded");
+Counter& cached_compile = *new Counter("CachedCompile");
+Counter& uncached_compile = *new Counter("UncachedCompile");
+Counter& graphs_executed = *new Counter("GraphsExecuted");
+Counter& graph_nodes = *new Counter("GraphNodes");
+Counter& meta_cache_miss = *new Counter("MetaCacheMiss");
+Counter& transfers_in = *new Counter("TransferToLazy");
+Counter& transfers_out = *new Counter("TransferFromLazy");
+Counter& eager_fallbacks = *new Counter("EagerFallback");
+Timer& compile_time = *new Timer("CompileTime");
+Timer& execute_time = *new Timer("ExecuteTime");
+}  // namespace metrics
+
+}  // namespace lazyfuse

@@ -1,0 +1,76 @@
+#pragma once
+
+// Counters and timers, named as users of lazy tensor backends know them (CachedCompile,
+// UncachedCompile, CompileTime, ExecuteTime, aten::<op> per eager fallback) plus our own.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lazyfuse {
+
+class Counter {
+ public:
+  explicit Counter(std::string name);
+  void add(int64_t delta = 1) { value_.fetch_add(delta, std::memory_order_relaxed); }
+  int64_t value() const { return value_.load(std::memory_order_relaxed); }
+  void reset() { value_.store(0, std::memory_order_relaxed); }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  std::atomic<int64_t> value_{0};
+};
+
+class Timer {
+ public:
+  explicit Timer(std::string name);
+  void add(int64_t ns);
+  int64_t count() const { return count_.load(std::memory_order_relaxed); }
+  int64_t totalNs() const { return total_ns_.load(std::memory_order_relaxed); }
+  void reset();
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  std::atomic<int64_t> count_{0};
+  std::atomic<int64_t> total_ns_{0};
+};
+
+class ScopedTimer {
+ public:
+  explicit ScopedTimer(Timer& timer) : timer_(timer), start_(std::chrono::steady_clock::now()) {}
+  ~ScopedTimer();
+  ScopedTimer(const ScopedTimer&) = delete;
+  ScopedTimer& operator=(const ScopedTimer&) = delete;
+
+ private:
+  Timer& timer_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// The counter with this name, made on first use (for names only known at run time).
+Counter& counterNamed(const std::string& name);
+
+/// Every counter, then `<timer>.count` and `<timer>.total_ns` for every timer; sorted by name.
+std::vector<std::pair<std::string, int64_t>> metricsSnapshot();
+void resetMetrics();
+
+namespace metrics {
+extern Counter& ops_recorded;     // OpsRecorded: nodes recorded into the trace
+extern Counter& cached_compile;   // CachedCompile: syncs served from the graph cache
+extern Counter& uncached_compile; // UncachedCompile: graphs lowered anew
+extern Counter& graphs_executed;  // GraphsExecuted
+extern Counter& graph_nodes;      // GraphNodes: nodes over all executed graphs
+extern Counter& meta_cache_miss;  // MetaCacheMiss: ops inferred on Meta
+extern Counter& transfers_in;     // TransferToLazy
+extern Counter& transfers_out;    // TransferFromLazy
+extern Counter& eager_fallbacks;  // EagerFallback: all aten::<op> together
+extern Timer& compile_time;       // CompileTime
+extern Timer& execute_time;       // ExecuteTime
+}  // namespace metrics
+
+}  // namespace lazyfuse

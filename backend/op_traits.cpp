@@ -1,0 +1,112 @@
+#include "backend/op_traits.h"
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+namespace lazyfuse {
+namespace {
+
+// Note [Data-dependent ops]
+// These ops have output shapes (or results) that depend on tensor values, so they cannot be
+// recorded: they sync their inputs, run eagerly on the hardware device, and the trace goes on
+// from their results. Each run counts as aten::<op>. Boolean-mask indexing is caught by the
+// recorder from its index dtypes; ops with no meta kernel join at run time (markEager).
+const std::set<std::string>& dataDependentOps() {
+  static const std::set<std::string> ops = {
+      "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::unique",
+      "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
+      "aten::unique_dim_consecutive", "aten::masked_select", "aten::_local_scalar_dense",
+      "aten::item", "aten::equal", "aten::bincount", "aten::repeat_interleave",
+      "aten::_assert_async", "aten::_assert_scalar", "aten::_functional_assert_async",
+      "aten::is_nonzero", "aten::allclose", "aten::histc", "aten::_histogramdd_bin_edges",
+      "aten::histogram", "aten::histogramdd", "aten::_histogramdd_from_bin_cts",
+      "aten::_histogramdd_from_bin_tensors", "aten::segment_reduce",
+      "aten::_nested_tensor_from_mask", "aten::ctc_loss", "aten::_ctc_loss"};
+  return ops;
+}
+
+bool isTensorLike(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  if (auto list = type->cast<c10::ListType>()) {
+    return list->getElementType()->kind() == c10::TypeKind::TensorType;
+  }
+  return false;
+}
+
+bool isScalarType(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::NumberType) return true;
+  if (auto opt = type->cast<c10::OptionalType>()) {
+    return opt->getElementType()->kind() == c10::TypeKind::NumberType;
+  }
+  return false;
+}
+
+bool isGeneratorType(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  if (auto opt = type->cast<c10::OptionalType>()) {
+    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  }
+  return false;
+}
+
+std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
+  auto traits = std::make_unique<OpTraits>();
+  traits->counter_name = schema.name();
+  traits->name = schema.name();
+  if (!schema.overload_name().empty()) traits->name += "." + schema.overload_name();
+  traits->name_hash = hashString(traits->name);
+  traits->eager = dataDependentOps().count(schema.name()) > 0;
+  traits->scalars_are_constants = schema.name() == "aten::arange" || schema.name() == "aten::range";
+  for (const c10::Argument& arg : schema.arguments()) {
+    const c10::AliasInfo* alias = arg.alias_info();
+    traits->written.push_back(alias != nullptr && alias->isWrite());
+    traits->scalar_arg.push_back(isScalarType(arg.type()));
+    traits->generator_arg.push_back(isGeneratorType(arg.type()));
+  }
+  for (const c10::Argument& ret : schema.returns()) {
+    if (!isTensorLike(ret.type())) traits->eager = true;
+    int aliased = -1;
+    const c10::AliasInfo* alias = ret.alias_info();
+    for (size_t i = 0; alias != nullptr && alias->isWrite() && i < schema.arguments().size(); ++i) {
+      const c10::AliasInfo* arg_alias = schema.arguments()[i].alias_info();
+      if (arg_alias != nullptr && arg_alias->beforeSets() == alias->beforeSets()) {
+        aliased = static_cast<int>(i);
+      }
+    }
+    traits->returns_arg.push_back(aliased);
+  }
+  return traits;
+}
+
+struct TraitsTable {
+  std::mutex mutex;
+  std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpTraits>> table;
+};
+
+TraitsTable& traitsTable() {
+  static TraitsTable* instance = new TraitsTable();
+  return *instance;
+}
+
+}  // namespace
+
+const OpTraits& traitsOf(const c10::OperatorHandle& op) {
+  TraitsTable& t = traitsTable();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  auto& slot = t.table[&op.schema()];
+  if (!slot) slot = computeTraits(op);
+  return *slot;
+}
+
+void markEager(const c10::OperatorHandle& op) {
+  TraitsTable& t = traitsTable();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  auto& slot = t.table[&op.schema()];
+  if (!slot) slot = computeTraits(op);
+  slot->eager = true;
+}
+
+}  // namespace lazyfuse

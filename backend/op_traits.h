@@ -1,0 +1,37 @@
+#pragma once
+
+// What the recorder needs to know about an operator, computed once per operator from its schema.
+
+#include "lazy_ir/hash.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+#include <vector>
+
+namespace lazyfuse {
+
+struct OpTraits {
+  std::string name;          // "aten::add.Tensor"
+  std::string counter_name;  // "aten::add", the eager-fallback counter
+  HashValue name_hash = 0;
+  /// Runs eagerly on the hardware device: data-dependent output shapes, non-tensor results, or
+  /// no meta kernel. See Note [Data-dependent ops].
+  bool eager = false;
+  /// Scalars decide the output shape (arange, range): they are hashed constants, not params.
+  bool scalars_are_constants = false;
+  /// Per schema argument: the op writes it (in-place and out= arguments).
+  std::vector<uint8_t> written;
+  /// Per schema return: the index of the written argument it returns, or -1.
+  std::vector<int> returns_arg;
+  /// Per schema argument: the schema type is Scalar / Scalar? (a parameter).
+  std::vector<uint8_t> scalar_arg;
+  /// Per schema argument: the schema type is Generator?.
+  std::vector<uint8_t> generator_arg;
+};
+
+const OpTraits& traitsOf(const c10::OperatorHandle& op);
+/// Marks an operator as run eagerly from now on (its meta kernel turned out to be missing).
+void markEager(const c10::OperatorHandle& op);
+
+}  // namespace lazyfuse

@@ -1,0 +1,358 @@
+#include "backend/recorder.h"
+
+#include "backend/device.h"
+#include "backend/lazy_tensor.h"
+#include "backend/metrics.h"
+#include "backend/op_traits.h"
+#include "lazy_ir/check.h"
+
+#include <ATen/core/List.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace lazyfuse {
+namespace {
+
+// Note [Meta cache]
+// Output dtypes and shapes come from running the op on Meta. The result (an AtenCallAttrs) is
+// cached under a key of the op and everything about its arguments that can change the outputs:
+// tensor dtypes, sizes and strides, constants by value, and only the kind of each parameter.
+// The same op on the same input metadata never redispatches to Meta twice.
+struct MetaCache {
+  std::mutex mutex;
+  std::unordered_map<HashValue, std::shared_ptr<const AtenCallAttrs>> entries;
+};
+
+MetaCache& metaCache() {
+  static MetaCache* instance = new MetaCache();
+  return *instance;
+}
+
+[[noreturn]] void deviceError(const at::Tensor& tensor, const OpTraits& traits, size_t arg) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+              "devices, lazy:0 and ", tensor.device().str(), "! (when checking argument ", arg,
+              " of ", traits.name, "; move the tensor with .to('lazy') first)");
+}
+
+bool isCpuScalar(const at::Tensor& tensor) {
+  return tensor.defined() && !isLazy(tensor) && tensor.dim() == 0 && tensor.device().is_cpu();
+}
+
+HashValue hashImplMeta(HashValue h, const LazyTensorImpl& impl) {
+  h = hashCombine(h, static_cast<HashValue>(c10::typeMetaToScalarType(impl.dtype())));
+  h = hashInts(h, impl.sizes());
+  return hashInts(h, impl.strides());
+}
+
+at::Tensor toMeta(const at::Tensor& tensor) {
+  return at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options().device(c10::kMeta));
+}
+
+/// A raw lazy tensor holding a copy of `tensor` on the hardware device.
+at::Tensor upload(const at::Tensor& tensor) {
+  metrics::transfers_in.add();
+  return makeMaterializedTensor(tensor.to(hardwareDevice(), /*non_blocking=*/false, /*copy=*/true));
+}
+
+// Walks the arguments of one call: computes the meta-cache key and collects the node's inputs
+// and parameters. On a cache miss it also builds the recipe and the Meta stack.
+class CallRecorder {
+ public:
+  CallRecorder(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::Stack& args)
+      : op_(op), traits_(traits), args_(args) {}
+
+  bool anyLazy() const { return any_lazy_; }
+
+  HashValue scan() {
+    key_ = traits_.name_hash;
+    for (size_t i = 0; i < args_.size(); ++i) scanArg(i);
+    return key_;
+  }
+
+  std::shared_ptr<const AtenCallAttrs> inferOnMeta() {
+    auto attrs = std::make_shared<AtenCallAttrs>(op_);
+    attrs->name = traits_.name;
+    torch::jit::Stack meta_stack;
+    std::vector<std::vector<at::Tensor>> written_meta;
+    for (size_t i = 0; i < args_.size(); ++i) {
+      attrs->args.push_back(slotFor(i));
+      meta_stack.push_back(metaArg(i, attrs->args.back()));
+      if (!traits_.written[i]) continue;
+      written_meta.emplace_back();
+      collectTensors(meta_stack.back(), written_meta.back());
+    }
+    {
+      c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+      c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
+      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    }
+    for (const auto& tensors : written_meta) {
+      for (const at::Tensor& t : tensors) attrs->outputs.push_back(TensorMeta::of(t));
+    }
+    for (size_t r = 0; r < meta_stack.size(); ++r) addReturn(*attrs, r, meta_stack[r]);
+    attrs->finalize();
+    return attrs;
+  }
+
+  std::vector<Value> takeInputs() { return std::move(inputs_); }
+  std::vector<c10::IValue> takeParams() { return std::move(params_); }
+
+ private:
+  static void collectTensors(const c10::IValue& value, std::vector<at::Tensor>& out) {
+    if (value.isTensor()) out.push_back(value.toTensor());
+    if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList()) out.push_back(t);
+    }
+  }
+
+  void addInput(const at::Tensor& tensor, size_t arg) {
+    LazyTensorImpl* impl = lazyImpl(tensor);
+    if (impl == nullptr) deviceError(tensor, traits_, arg);
+    any_lazy_ = true;
+    inputs_.push_back(impl->data().asInput());
+    key_ = hashImplMeta(key_, *impl);
+  }
+
+  void scanTensor(const at::Tensor& t, size_t i) {
+    if (!t.defined()) {
+      key_ = hashCombine(key_, 0x0defULL);
+      return;
+    }
+    if (isCpuScalar(t) && !traits_.written[i]) {
+      params_.push_back(t);
+      key_ = hashCombine(hashCombine(key_, static_cast<HashValue>(t.scalar_type()) + 0x5ca1a),
+                         t.unsafeGetTensorImpl()->is_wrapped_number());
+      return;
+    }
+    addInput(t, i);
+  }
+
+  void scanArg(size_t i) {
+    c10::IValue& v = args_[i];
+    key_ = hashCombine(key_, i);
+    if (v.isTensor()) return scanTensor(v.toTensor(), i);
+    if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      key_ = hashCombine(key_, list.size());
+      for (const at::Tensor& t : list) addInput(t, i);
+      return;
+    }
+    if (v.isList() && v.toListRef().size() > 0 && isOptionalTensorList(i)) return scanOptionalList(i);
+    if (traits_.generator_arg[i] || (traits_.scalar_arg[i] && !traits_.scalars_are_constants)) {
+      params_.push_back(v);
+      key_ = hashCombine(key_, hashString(v.tagKind()));
+      return;
+    }
+    if (v.isDevice()) v = c10::IValue(toHardware(v.toDevice()));
+    key_ = hashIValue(key_, v);
+  }
+
+  bool isOptionalTensorList(size_t i) const {
+    auto list = op_.schema().arguments()[i].type()->cast<c10::ListType>();
+    return list && list->getElementType()->kind() == c10::TypeKind::OptionalType;
+  }
+
+  void scanOptionalList(size_t i) {
+    auto list = args_[i].toOptionalTensorList();
+    c10::List<std::optional<at::Tensor>> uploaded;
+    for (std::optional<at::Tensor> t : list) {
+      // Eager accepts CPU index tensors next to device tensors; so do we, by moving them.
+      if (t && t->defined() && !isLazy(*t)) t = upload(*t);
+      uploaded.push_back(t);
+      key_ = hashCombine(key_, t.has_value() && t->defined());
+      if (t && t->defined()) addInput(*t, i);
+    }
+    args_[i] = uploaded;
+  }
+
+  ArgSlot slotFor(size_t i) const {
+    const c10::IValue& v = args_[i];
+    ArgSlot slot;
+    slot.mutated = traits_.written[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) {
+        slot.constant = v;
+      } else if (isCpuScalar(t) && !slot.mutated) {
+        slot.kind = ArgKind::kParam;
+      } else {
+        slot.kind = ArgKind::kTensor;
+      }
+      return slot;
+    }
+    if (v.isTensorList()) {
+      slot.kind = ArgKind::kTensorList;
+      slot.present.assign(v.toTensorList().size(), 1);
+      return slot;
+    }
+    if (v.isList() && v.toListRef().size() > 0 && isOptionalTensorList(i)) {
+      slot.kind = ArgKind::kOptionalTensorList;
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+        slot.present.push_back(t.has_value() && t->defined());
+      }
+      return slot;
+    }
+    if (traits_.generator_arg[i] || (traits_.scalar_arg[i] && !traits_.scalars_are_constants)) {
+      slot.kind = ArgKind::kParam;
+      return slot;
+    }
+    slot.constant = v;
+    return slot;
+  }
+
+  c10::IValue metaArg(size_t i, const ArgSlot& slot) const {
+    const c10::IValue& v = args_[i];
+    switch (slot.kind) {
+      case ArgKind::kTensor: return toMeta(v.toTensor());
+      case ArgKind::kParam: return v;  // CPU scalar tensors mix with any device, Meta too
+      case ArgKind::kTensorList: {
+        c10::List<at::Tensor> list;
+        for (const at::Tensor& t : v.toTensorList()) list.push_back(toMeta(t));
+        return list;
+      }
+      case ArgKind::kOptionalTensorList: {
+        c10::List<std::optional<at::Tensor>> list;
+        for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+          list.push_back(t && t->defined() ? std::optional<at::Tensor>(toMeta(*t)) : std::nullopt);
+        }
+        return list;
+      }
+      case ArgKind::kConstant:
+        if (v.isDevice()) return c10::IValue(c10::Device(c10::kMeta));
+        return v;
+      case ArgKind::kOptionalTensor: break;
+    }
+    return v;
+  }
+
+  void addReturn(AtenCallAttrs& attrs, size_t r, const c10::IValue& value) const {
+    ReturnSlot ret;
+    if (r < traits_.returns_arg.size() && traits_.returns_arg[r] >= 0) {
+      ret.kind = ReturnKind::kMutatedArg;
+      ret.arg = static_cast<uint32_t>(traits_.returns_arg[r]);
+    } else if (value.isTensor() && !value.toTensor().defined()) {
+      ret.kind = ReturnKind::kUndefinedTensor;
+      ret.count = 0;
+    } else if (value.isTensor()) {
+      attrs.outputs.push_back(TensorMeta::of(value.toTensor()));
+    } else {
+      LF_INTERNAL_ASSERT(value.isTensorList(), traits_.name, " returned a ", value.tagKind());
+      ret.kind = ReturnKind::kTensorList;
+      ret.count = static_cast<uint32_t>(value.toTensorList().size());
+      for (const at::Tensor& t : value.toTensorList()) attrs.outputs.push_back(TensorMeta::of(t));
+    }
+    attrs.returns.push_back(ret);
+  }
+
+  const c10::OperatorHandle& op_;
+  const OpTraits& traits_;
+  torch::jit::Stack& args_;
+  HashValue key_ = 0;
+  bool any_lazy_ = false;
+  std::vector<Value> inputs_;
+  std::vector<c10::IValue> params_;
+};
+
+std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashValue key) {
+  MetaCache& cache = metaCache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.entries.find(key);
+    if (it != cache.entries.end()) return it->second;
+  }
+  auto attrs = recorder.inferOnMeta();
+  metrics::meta_cache_miss.add();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.entries.emplace(key, attrs);
+  return attrs;
+}
+
+bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {
+  if (traits.counter_name != "aten::index" && traits.counter_name != "aten::_index_put_impl") {
+    return false;
+  }
+  for (const c10::IValue& v : args) {
+    if (!v.isList()) continue;
+    for (const c10::IValue& e : v.toListRef()) {
+      if (!e.isTensor()) continue;
+      auto dtype = e.toTensor().scalar_type();
+      if (dtype == at::kBool || dtype == at::kByte) return true;
+    }
+  }
+  return false;
+}
+
+/// Points every written argument at its new value, and pushes the op's returns.
+void pushResults(const AtenCallAttrs& attrs, const NodePtr& node, const OpTraits& traits,
+                 torch::jit::Stack& args, bool factory, torch::jit::Stack* stack) {
+  uint32_t out = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!traits.written[i]) continue;
+    std::vector<at::Tensor> tensors;
+    if (args[i].isTensor()) tensors.push_back(args[i].toTensor());
+    if (args[i].isTensorList()) tensors = args[i].toTensorList().vec();
+    for (const at::Tensor& t : tensors) {
+      LazyTensorImpl* impl = lazyImpl(t);
+      impl->data().setPending(Value{node, out});
+      if (!(impl->meta() == attrs.outputs[out])) impl->setMeta(attrs.outputs[out]);
+      ++out;
+    }
+  }
+  for (const ReturnSlot& ret : attrs.returns) {
+    switch (ret.kind) {
+      case ReturnKind::kMutatedArg: stack->push_back(args[ret.arg]); break;
+      case ReturnKind::kUndefinedTensor: stack->push_back(at::Tensor()); break;
+      case ReturnKind::kTensor: {
+        at::Tensor t = makeLazyTensor(Value{node, out++});
+        stack->push_back(factory ? wrapIfFactory(t) : t);
+        break;
+      }
+      case ReturnKind::kTensorList: {
+        c10::List<at::Tensor> list;
+        for (uint32_t k = 0; k < ret.count; ++k) list.push_back(makeLazyTensor(Value{node, out++}));
+        stack->push_back(list);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpTraits& traits = traitsOf(op);
+  const size_t num_args = op.schema().arguments().size();
+  if (traits.eager) return eagerFallback(op, stack);
+  torch::jit::Stack args(std::make_move_iterator(stack->end() - num_args),
+                         std::make_move_iterator(stack->end()));
+  if (hasBooleanIndex(traits, args)) {
+    std::move(args.begin(), args.end(), stack->end() - num_args);
+    return eagerFallback(op, stack);
+  }
+  CallRecorder recorder(op, traits, args);
+  HashValue key = recorder.scan();
+  std::shared_ptr<const AtenCallAttrs> attrs;
+  try {
+    attrs = lookupOrInfer(recorder, key);
+  } catch (const c10::NotImplementedError&) {
+    // No meta kernel: this op runs eagerly from now on. See Note [Data-dependent ops].
+    markEager(op);
+    std::move(args.begin(), args.end(), stack->end() - num_args);
+    return eagerFallback(op, stack);
+  }
+  NodePtr node = Node::aten(attrs, recorder.takeInputs(), recorder.takeParams());
+  metrics::ops_recorded.add();
+  torch::jit::drop(*stack, num_args);
+  pushResults(*attrs, node, traits, args, /*factory=*/!recorder.anyLazy(), stack);
+}
+
+size_t metaCacheSize() {
+  std::lock_guard<std::mutex> lock(metaCache().mutex);
+  return metaCache().entries.size();
+}
+
+}  // namespace lazyfuse

@@ -1,0 +1,19 @@
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace lazyfuse {
+
+/// The boxed kernel on the Lazy key: records any ATen op as a node of the trace, inferring its
+/// outputs on Meta (cached), or runs it eagerly when its result depends on data.
+void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+/// Runs `op` eagerly on the hardware device with the stack's lazy tensors materialized, and
+/// leaves lazy results on the stack. Counts aten::<op>. See Note [Data-dependent ops].
+void eagerFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+/// Number of distinct (op, input metadata) entries inferred on Meta.
+size_t metaCacheSize();
+
+}  // namespace lazyfuse

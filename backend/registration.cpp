@@ -1,0 +1,84 @@
+// Registers lazyfuse's kernels with the dispatcher when the library loads.
+#include "backend/logging.h"
+#include "backend/op_traits.h"
+#include "backend/recorder.h"
+#include "backend/transfers.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <memory>
+
+namespace lazyfuse {
+namespace {
+
+TORCH_LIBRARY_IMPL(_, Lazy, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&recordOp>());
+}
+
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
+  m.impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&toCopyKernel>());
+  m.impl("copy", torch::CppFunction::makeFromBoxedFunction<&copyKernel>());
+  m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copyKernel>());
+}
+
+class SilentWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
+bool hasAlias(const c10::FunctionSchema& schema) {
+  for (const auto& arg : schema.arguments()) {
+    if (arg.alias_info() != nullptr) return true;
+  }
+  for (const auto& ret : schema.returns()) {
+    if (ret.alias_info() != nullptr) return true;
+  }
+  return false;
+}
+
+// Note [Recording composite ops]
+// A backend fallback only sees ops that have no kernel for the Lazy key. Ops with a
+// CompositeExplicitAutograd(NonFunctional) kernel would instead run that kernel on lazy tensors:
+// a *_copy view would call the view op and clone, a *_scatter would write into a view. So every
+// functional (alias-free) aten op with such a kernel gets the recorder registered directly on
+// Lazy: it becomes one node, and its composite kernel runs on real tensors at execution.
+bool recordsDirectly(const c10::OperatorHandle& op) {
+  if (op.hasKernelForDispatchKey(c10::DispatchKey::Lazy)) return false;
+  if (!op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+      !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+    return false;
+  }
+  const c10::FunctionSchema& schema = op.schema();
+  if (schema.returns().empty() || hasAlias(schema)) return false;
+  return !traitsOf(op).eager;
+}
+
+void registerDynamicKernels() {
+  static auto lazy_lib = std::make_unique<torch::Library>(
+      torch::Library::IMPL, "aten", c10::DispatchKey::Lazy, __FILE__, __LINE__);
+  int count = 0;
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = c10::Dispatcher::singleton().findOp(name);
+    if (!op || !recordsDirectly(*op)) continue;
+    std::string qualified = name.name.substr(6);
+    if (!name.overload_name.empty()) qualified += "." + name.overload_name;
+    lazy_lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&recordOp>());
+    ++count;
+  }
+  LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops");
+
+  // See Note [Functionalizing copy_ across devices]. Replacing a kernel warns; this one is meant.
+  SilentWarnings silent;
+  c10::WarningUtils::WarningHandlerGuard guard(&silent);
+  static auto functionalize_lib = std::make_unique<torch::Library>(
+      torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
+  functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));
+}
+
+const bool registered = (registerDynamicKernels(), true);
+
+}  // namespace
+}  // namespace lazyfuse

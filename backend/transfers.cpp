@@ -1,0 +1,133 @@
+// The functionalization entry and exit points besides factories: moving data into and out of the
+// lazy device. See Note [Lazy data].
+#include "backend/transfers.h"
+
+#include "backend/device.h"
+#include "backend/graph_executor.h"
+#include "backend/lazy_tensor.h"
+#include "backend/metrics.h"
+#include "backend/recorder.h"
+#include "lazy_ir/check.h"
+
+#include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/ops/_to_copy.h>
+#include <ATen/ops/copy.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+namespace lazyfuse {
+namespace {
+
+namespace F = at::functionalization::impl;
+
+/// A raw lazy tensor holding a copy of `tensor` (any device) on the hardware device.
+at::Tensor uploadRaw(const at::Tensor& tensor) {
+  metrics::transfers_in.add();
+  return makeMaterializedTensor(tensor.to(hardwareDevice(), /*non_blocking=*/false, /*copy=*/true));
+}
+
+at::Tensor meta(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+}  // namespace
+
+void toCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // _to_copy(Tensor self, *, ScalarType? dtype, Layout? layout, Device? device, bool? pin_memory,
+  //          bool non_blocking, MemoryFormat? memory_format)
+  auto args = torch::jit::last(*stack, 7);
+  const at::Tensor self = args[0].toTensor();
+  const c10::IValue device = args[3];
+  const bool to_lazy = device.isNone() || isLazyDevice(device.toDevice());
+  if (!isLazy(self) && to_lazy) {
+    // The entry point: another device's tensor becomes a materialized lazy tensor.
+    metrics::transfers_in.add();
+    at::Tensor buffer = at::_to_copy(self, args[1].toOptional<c10::ScalarType>(),
+                                     args[2].toOptional<c10::Layout>(), hardwareDevice(),
+                                     args[4].toOptional<bool>(), args[5].toBool(),
+                                     args[6].toOptional<c10::MemoryFormat>());
+    torch::jit::drop(*stack, 7);
+    stack->push_back(wrapIfFactory(makeMaterializedTensor(buffer)));
+    return;
+  }
+  if (to_lazy) return recordOp(op, stack);  // a dtype or layout change stays in the trace
+  at::Tensor buffer = materialize(self);
+  metrics::transfers_out.add();
+  at::Tensor out = at::_to_copy(buffer, args[1].toOptional<c10::ScalarType>(),
+                                args[2].toOptional<c10::Layout>(), device.toDevice(),
+                                args[4].toOptional<bool>(), args[5].toBool(),
+                                args[6].toOptional<c10::MemoryFormat>());
+  torch::jit::drop(*stack, 7);
+  stack->push_back(out);
+}
+
+void copyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // copy(Tensor self, Tensor src, bool non_blocking) and copy_(Tensor(a!) self, Tensor src, ...)
+  auto args = torch::jit::last(*stack, 3);
+  const at::Tensor self = args[0].toTensor();
+  const at::Tensor src = args[1].toTensor();
+  if (!isLazy(self)) {
+    // cpu_tensor.copy_(lazy_tensor): the exit point for in-place copies.
+    at::Tensor buffer = materialize(src);
+    metrics::transfers_out.add();
+    at::Tensor dst = self;
+    {
+      c10::impl::ExcludeDispatchKeyGuard no_lazy(c10::DispatchKeySet(c10::DispatchKey::Lazy));
+      dst.copy_(buffer, args[2].toBool());
+    }
+    torch::jit::drop(*stack, 3);
+    stack->push_back(dst);
+    return;
+  }
+  if (!isLazy(src)) (*stack)[stack->size() - 2] = uploadRaw(src);  // the entry point
+  recordOp(op, stack);
+}
+
+// Note [Functionalizing copy_ across devices]
+// PyTorch's generated functionalization kernel for copy_ refuses `cpu_tensor.copy_(lazy_tensor)`
+// ("mutating a non-functional tensor with a functional tensor") except for XLA. We replace it
+// with this kernel, which does what the generated one does in every other case: run the in-place
+// op on Meta to raise eager's errors, call the functional `copy` below functionalization, and
+// propagate the new value to the wrapper and its views.
+at::Tensor& functionalizeCopy(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (!F::isFunctionalTensor(self)) {
+    if (isLazy(src)) {
+      at::Tensor buffer = materialize(src);
+      metrics::transfers_out.add();
+      at::AutoDispatchSkipFunctionalize guard;
+      self.copy_(buffer, non_blocking);
+      return self;
+    }
+    TORCH_INTERNAL_ASSERT(!F::isFunctionalTensor(src),
+                          "mutating a non-functional tensor with a functional tensor is not allowed.",
+                          " Please ensure that all of your inputs are wrapped inside of a functionalize() call.");
+    at::AutoDispatchSkipFunctionalize guard;
+    self.copy_(src, non_blocking);
+    return self;
+  }
+  {
+    at::Tensor self_meta = meta(self);
+    at::Tensor src_meta = meta(src);
+    at::AutoDispatchSkipFunctionalize guard;
+    c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+    self_meta.copy_(src_meta, non_blocking);
+  }
+  F::sync(self);
+  at::Tensor self_inner = F::from_functional_tensor(self);
+  at::Tensor src_inner = src;
+  if (F::isFunctionalTensor(src)) {
+    F::sync(src);
+    src_inner = F::from_functional_tensor(src);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchSkipFunctionalize guard;
+    result = at::copy(self_inner, src_inner, non_blocking);
+  }
+  F::replace_(self, result);
+  F::commit_update(self);
+  F::sync(self);
+  return self;
+}
+
+}  // namespace lazyfuse

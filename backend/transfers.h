@@ -1,0 +1,16 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace lazyfuse {
+
+/// Lazy kernel of _to_copy: to a non-lazy device it syncs and copies out, otherwise it records.
+void toCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+/// Lazy kernel of copy and copy_: uploads a non-lazy source, copies out into a non-lazy target.
+void copyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+/// Functionalize kernel of copy_. See Note [Functionalizing copy_ across devices].
+at::Tensor& functionalizeCopy(at::Tensor& self, const at::Tensor& src, bool non_blocking);
+
+}  // namespace lazyfuse

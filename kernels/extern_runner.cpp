@@ -1,0 +1,145 @@
+#include "kernels/extern_runner.h"
+
+#include "lazy_ir/check.h"
+
+#include <ATen/core/List.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+namespace lazyfuse {
+namespace {
+
+bool sameLayout(const at::Tensor& tensor, const TensorMeta& meta) {
+  if (tensor.sizes() != c10::IntArrayRef(meta.sizes)) return false;
+  for (size_t d = 0; d < meta.sizes.size(); ++d) {
+    if (meta.sizes[d] > 1 && tensor.strides()[d] != meta.strides[d]) return false;
+  }
+  return true;
+}
+
+/// A private copy of `tensor` for an op that writes it: buffers in a plan are never written.
+at::Tensor writableCopy(const at::Tensor& tensor) {
+  auto copy = at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options());
+  copy.copy_(tensor);
+  return copy;
+}
+
+class StepRunner {
+ public:
+  StepRunner(const Graph& graph, std::vector<std::vector<at::Tensor>>& values)
+      : graph_(graph), values_(values) {}
+
+  void run(uint32_t position) {
+    const Node& node = *graph_.nodes()[position];
+    const AtenCallAttrs& attrs = node.aten();
+    inputs_ = graph_.inputsOf(position);
+    next_input_ = 0;
+    written_.clear();
+    torch::jit::Stack stack;
+    stack.reserve(attrs.args.size());
+    size_t next_param = 0;
+    for (const ArgSlot& slot : attrs.args) {
+      if (slot.kind == ArgKind::kParam) {
+        stack.push_back(node.params()[next_param++]);
+        continue;
+      }
+      stack.push_back(argument(slot));
+    }
+    attrs.op.callBoxed(stack);
+    collectOutputs(position, attrs, stack);
+  }
+
+ private:
+  at::Tensor fetch(bool mutated) {
+    const NodeRef& ref = inputs_[next_input_++];
+    const at::Tensor& tensor = values_[ref.position].at(ref.index);
+    LF_INTERNAL_ASSERT(tensor.defined(), "value %", ref.position, " used after release");
+    if (!mutated) return tensor;
+    written_.push_back(writableCopy(tensor));
+    return written_.back();
+  }
+
+  c10::IValue argument(const ArgSlot& slot) {
+    switch (slot.kind) {
+      case ArgKind::kTensor: return fetch(slot.mutated);
+      case ArgKind::kOptionalTensor:
+        return slot.present[0] ? c10::IValue(fetch(slot.mutated)) : c10::IValue();
+      case ArgKind::kTensorList: {
+        c10::List<at::Tensor> list;
+        list.reserve(slot.present.size());
+        for (size_t i = 0; i < slot.present.size(); ++i) list.push_back(fetch(slot.mutated));
+        return list;
+      }
+      case ArgKind::kOptionalTensorList: {
+        c10::List<std::optional<at::Tensor>> list;
+        list.reserve(slot.present.size());
+        for (uint8_t present : slot.present) {
+          list.push_back(present ? std::optional<at::Tensor>(fetch(slot.mutated)) : std::nullopt);
+        }
+        return list;
+      }
+      case ArgKind::kConstant: return slot.constant;
+      case ArgKind::kParam: break;
+    }
+    LF_INTERNAL_ASSERT(false, "unexpected argument slot");
+  }
+
+  void collectOutputs(uint32_t position, const AtenCallAttrs& attrs, torch::jit::Stack& stack) {
+    std::vector<at::Tensor> outputs = std::move(written_);
+    for (size_t r = 0; r < attrs.returns.size(); ++r) {
+      const ReturnSlot& ret = attrs.returns[r];
+      if (ret.kind == ReturnKind::kTensor) outputs.push_back(stack[r].toTensor());
+      if (ret.kind != ReturnKind::kTensorList) continue;
+      for (const at::Tensor& t : stack[r].toTensorList()) outputs.push_back(t);
+    }
+    LF_INTERNAL_ASSERT(outputs.size() == attrs.outputs.size(), attrs.name, " produced ",
+                       outputs.size(), " outputs, recorded ", attrs.outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const TensorMeta& meta = attrs.outputs[i];
+      LF_CHECK(outputs[i].scalar_type() == meta.dtype &&
+                   outputs[i].sizes() == c10::IntArrayRef(meta.sizes),
+               attrs.name, " returned ", outputs[i].scalar_type(), outputs[i].sizes(),
+               " but its meta kernel promised ", meta.dtype, c10::IntArrayRef(meta.sizes));
+      outputs[i] = withLayout(outputs[i], meta);
+    }
+    values_[position] = std::move(outputs);
+  }
+
+  const Graph& graph_;
+  std::vector<std::vector<at::Tensor>>& values_;
+  c10::ArrayRef<NodeRef> inputs_;
+  size_t next_input_ = 0;
+  std::vector<at::Tensor> written_;
+};
+
+}  // namespace
+
+at::Tensor withLayout(const at::Tensor& tensor, const TensorMeta& meta) {
+  if (sameLayout(tensor, meta)) return tensor;
+  auto result = at::empty_strided(meta.sizes, meta.strides, tensor.options());
+  result.copy_(tensor);
+  return result;
+}
+
+std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph) {
+  LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
+  // Real tensors need no autograd here: lazy autograd already recorded the backward ops.
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  std::vector<std::vector<at::Tensor>> values(graph.nodes().size());
+  for (uint32_t position : graph.dataPositions()) {
+    values[position] = {graph.nodes()[position]->data()};
+  }
+  StepRunner runner(graph, values);
+  for (const PlanStep& step : plan.steps) {
+    runner.run(step.position);
+    for (uint32_t dead : step.release_after) values[dead].clear();
+  }
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(graph.outputs().size());
+  for (const NodeRef& out : graph.outputs()) outputs.push_back(values[out.position].at(out.index));
+  return outputs;
+}
+
+}  // namespace lazyfuse

@@ -1,0 +1,22 @@
+#pragma once
+
+// Runs an ExecutionPlan on the hardware device. Extern steps call the node's ATen kernel through
+// the dispatcher with real tensors, so they run wherever those tensors live (CPU or CUDA).
+
+#include "lowering/execution_plan.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace lazyfuse {
+
+/// Runs `plan` over the device-data buffers and parameters of `graph` (which must hash as the
+/// plan's graph did) and returns the graph outputs, each laid out as its recorded metadata says.
+std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph);
+
+/// A tensor with exactly `meta`'s sizes and strides holding `tensor`'s values; `tensor` itself
+/// when its layout already matches.
+at::Tensor withLayout(const at::Tensor& tensor, const TensorMeta& meta);
+
+}  // namespace lazyfuse

@@ -1,0 +1,17 @@
+#include "lowering/pipeline.h"
+
+#include "lowering/passes.h"
+
+namespace lazyfuse {
+
+ExecutionPlan lowerGraph(const Graph& graph) {
+  ExecutionPlan plan;
+  plan.graph_hash = graph.hash();
+  plan.num_nodes = static_cast<uint32_t>(graph.nodes().size());
+  scheduleExternCalls(graph, plan);
+  // Lifetimes come last: they depend on the final order of the steps.
+  computeLifetimes(graph, plan);
+  return plan;
+}
+
+}  // namespace lazyfuse

@@ -1,0 +1,136 @@
+"""lazyfuse: a lazy tensor backend for PyTorch.
+
+Tensors on `torch.device("lazy")` record ops into an IR instead of computing them; a sync
+(`.cpu()`, `.item()`, `print`, `lazyfuse.mark_step()`) compiles the recorded graph into fused
+kernels, caches it, and runs it on the hardware device (`lazyfuse.hardware_device()`).
+
+    import torch, lazyfuse
+    x = torch.ones(3, device="lazy") + 1
+    lazyfuse.mark_step()
+    print(x.cpu())
+
+The work is done by liblazyfuse.so; this package loads it and wraps its `torch.ops.lazyfuse`
+operators.
+"""
+
+import functools
+
+import torch
+
+from . import _library
+from . import device as _device_module
+from ._library import library_path
+from ._metrics import metrics, metrics_report, reset_metrics
+from ._version import __version__
+
+__all__ = [
+    "__version__",
+    "dump_ir",
+    "hardware_device",
+    "library_path",
+    "manual_seed",
+    "mark_step",
+    "metrics",
+    "metrics_report",
+    "reset_metrics",
+    "sync",
+    "wait",
+]
+
+
+def mark_step():
+    """Syncs every live lazy tensor (compiles and runs what is pending) and starts a new trace.
+    Call it once per training step."""
+    torch.ops.lazyfuse.mark_step()
+
+
+def wait():
+    """Waits until the work already sent to the hardware device has finished."""
+    torch.ops.lazyfuse.wait()
+
+
+def _tensor_list(tensors, what):
+    flat = []
+    for t in tensors:
+        if isinstance(t, (list, tuple)):
+            flat.extend(_tensor_list(t, what))
+        elif isinstance(t, torch.Tensor):
+            flat.append(t)
+        else:
+            raise TypeError(f"{what} expects tensors, got {type(t).__name__}")
+    return flat
+
+
+def sync(*tensors):
+    """Materializes the given lazy tensors (and what they depend on), nothing else.
+    Accepts tensors, or lists/tuples of them."""
+    torch.ops.lazyfuse.sync(_tensor_list(tensors, "lazyfuse.sync"))
+
+
+def dump_ir(tensors, format="text"):
+    """The pending IR that computes `tensors` (a tensor or a list of them), as text or as a
+    Graphviz dot graph. Does not run anything."""
+    if format not in ("text", "dot"):
+        raise ValueError(f"dump_ir format must be 'text' or 'dot', got {format!r}")
+    if isinstance(tensors, torch.Tensor):
+        tensors = [tensors]
+    return torch.ops.lazyfuse.dump_ir(_tensor_list(tensors, "lazyfuse.dump_ir"), format)
+
+
+def hardware_device():
+    """Where lazy tensors really execute: "cpu" or "cuda:0" (set with LAZYFUSE_DEVICE)."""
+    return torch.ops.lazyfuse.hardware_device()
+
+
+def manual_seed(seed):
+    """Seeds the hardware device's generator, which random lazy ops draw from."""
+    torch.ops.lazyfuse.manual_seed(int(seed))
+
+
+def _register_device_module():
+    # torch 2.11 has no torch.lazy; if a later torch grows one, leave it alone.
+    if hasattr(torch, "lazy"):
+        return
+    try:
+        torch._register_device_module("lazy", _device_module)
+    except RuntimeError:
+        pass
+
+
+def _patch_tensor_numpy():
+    """`Tensor.numpy()` on a lazy tensor returns `self.cpu().numpy()`, as a user expects of a
+    device that is not the CPU only in name. Every other tensor goes to the original method."""
+    original = torch.Tensor.numpy
+    if getattr(original, "_lazyfuse_patched", False):
+        return
+
+    @functools.wraps(original)
+    def numpy(self, *args, **kwargs):
+        if self.device.type == "lazy":
+            return self.cpu().numpy(*args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    numpy._lazyfuse_patched = True
+    torch.Tensor.numpy = numpy
+
+
+def _initialize():
+    """Loads the library and hooks lazyfuse into torch. Idempotent."""
+    _library.load()
+    _register_device_module()
+    _patch_tensor_numpy()
+
+
+def _torch_is_initializing():
+    spec = getattr(torch, "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
+# Note [Autoload never breaks import torch]
+# The `torch.backends` entry point is `lazyfuse._autoload:autoload`; to reach it, `import torch`
+# first imports this package. Raising here would break `import torch`, so while torch is still
+# initializing we only define things, and `_autoload.autoload()` calls `_initialize()` under a
+# try/except that turns a failure into a warning. Any other `import lazyfuse` initializes here
+# and raises the real error.
+if not _torch_is_initializing():
+    _initialize()
