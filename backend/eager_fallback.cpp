@@ -102,7 +102,6 @@ void eagerFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t i = 0; i < args.size(); ++i) real.push_back(realArg(args[i], traits.written[i], writes));
   {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    c10::impl::ExcludeDispatchKeyGuard no_lazy(c10::DispatchKeySet(c10::DispatchKey::Lazy));
     op.callBoxed(real);
   }
   for (Written& w : writes) {

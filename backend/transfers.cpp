@@ -71,10 +71,7 @@ void copyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     at::Tensor buffer = materialize(src);
     metrics::transfers_out.add();
     at::Tensor dst = self;
-    {
-      c10::impl::ExcludeDispatchKeyGuard no_lazy(c10::DispatchKeySet(c10::DispatchKey::Lazy));
-      dst.copy_(buffer, args[2].toBool());
-    }
+    dst.copy_(buffer, args[2].toBool());
     torch::jit::drop(*stack, 3);
     stack->push_back(dst);
     return;
