@@ -35,7 +35,8 @@ NINJA_FILE    := $(BUILD)/build.ninja
 # Anything that imports torch only to ask it something must not autoload lazyfuse.
 TORCH_QUERY := TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PY) -c
 
-.PHONY: deps venv build install test test-cpp test-python example-cpp demo bench clean distclean
+.PHONY: deps venv build install test test-cpp test-python test-opinfo opinfo example-cpp demo bench \
+        clean distclean
 
 # ---- one-time setup ----------------------------------------------------------------------------
 
@@ -85,17 +86,28 @@ install: build
 
 # ---- tests -------------------------------------------------------------------------------------
 
-# In this order: C++ unit tests, Python tests against eager PyTorch, the C++ example.
+# In this order: C++ unit tests, Python tests against eager PyTorch, the C++ example, then
+# PyTorch's own OpInfo tests on the lazy device (test/opinfo/README.md).
 test: install
 	@$(MAKE) --no-print-directory test-cpp
 	@$(MAKE) --no-print-directory test-python
 	@$(MAKE) --no-print-directory example-cpp
+	@$(MAKE) --no-print-directory test-opinfo
 
 test-cpp: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 test-python: build
 	$(PY) -m pytest test/python -q
+
+# OPINFO_SUBSET=ci runs the smaller fixed subset (every OpInfo at least once in float32).
+OPINFO_SUBSET ?= full
+test-opinfo: build
+	$(PY) -m pytest test/opinfo -q -p no:cacheprovider --opinfo-subset=$(OPINFO_SUBSET)
+
+# The full sweep, resuming after a crash, then docs/op_coverage.md.
+opinfo: build
+	$(PY) test/opinfo/make_coverage.py
 
 # A LibTorch program that only links lazyfuse::lazyfuse from the installed CMake package.
 example-cpp: install

@@ -73,7 +73,7 @@ class CallRecorder {
     return key_;
   }
 
-  std::shared_ptr<const AtenCallAttrs> inferOnMeta() {
+  std::shared_ptr<const AtenCallAttrs> inferOnMeta(HashValue key) {
     auto attrs = std::make_shared<AtenCallAttrs>(op_);
     attrs->name = traits_.name;
     torch::jit::Stack meta_stack;
@@ -95,6 +95,9 @@ class CallRecorder {
     }
     for (size_t r = 0; r < meta_stack.size(); ++r) addReturn(*attrs, r, meta_stack[r]);
     attrs->finalize();
+    // The meta-cache key also covers input metadata and parameter kinds (an int or a float
+    // Scalar): everything that can change code generated for this node.
+    attrs->hash = hashCombine(attrs->hash, key);
     return attrs;
   }
 
@@ -264,7 +267,7 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
     auto it = cache.entries.find(key);
     if (it != cache.entries.end()) return it->second;
   }
-  auto attrs = recorder.inferOnMeta();
+  auto attrs = recorder.inferOnMeta(key);
   metrics::meta_cache_miss.add();
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, attrs);

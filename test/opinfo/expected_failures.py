@@ -1,0 +1,152 @@
+"""What the OpInfo sweep knows fails on the lazy device, and why. Tests consult this table:
+
+  * XFAIL: the test runs; if it fails it is reported as xfailed with the reason; if it passes it
+    FAILS ("unexpectedly passed"), so an entry is removed in the commit that fixes the bug.
+  * SKIP: the test does not run at all, because running it crashes or hangs the process. Keep
+    this list short; every entry is a bug.
+
+Keys are (op, kind, dtype): `op` as harness.op_id spells it (`name` or `name.variant`), `kind`
+one of correctness / inplace / out / errors / grad, `dtype` a torch.dtype or None for every
+dtype the test runs in. One reason per root cause, so docs/op_coverage.md groups them.
+"""
+
+import torch
+
+KINDS = ("correctness", "inplace", "out", "errors", "grad")
+
+# ---- reasons, one per root cause --------------------------------------------------------------
+
+META_AUX_OUTPUTS = (
+    "lazyfuse: the CPU kernel returns an auxiliary output with another shape or dtype than the "
+    "meta kernel promised (batch norm save_mean/save_invstd: [0] when training=False, input dtype "
+    "for bf16/f16; embedding_bag offset2bag/bag_size) and the sync raises 'returned X but its "
+    "meta kernel promised Y'"
+)
+AS_STRIDED_OF_VIEW = (
+    "lazyfuse: as_strided on a view takes its storage_offset relative to the view, not to the "
+    "storage (eager: base[5:15].as_strided((2,2),(1,2),0) starts at base[0]; lazy at base[5])"
+)
+SPARSE = "design: lazy tensors are strided only; a sparse tensor cannot move to lazy or be made there"
+POLYGAMMA_INPLACE = (
+    "functionalization: polygamma_(n) has no functional counterpart it can find (polygamma takes "
+    "n first) and raises 'Found a custom (non-ATen) operator whose output has alias annotations'"
+)
+OUT_NOT_WRITTEN = (
+    "lazyfuse: this composite out= variant leaves `out` wrong on lazy (not written, not resized, "
+    "or another output's value) and does not return it as eager does"
+)
+ERROR_FROM_META = (
+    "PyTorch's meta kernel (what lazyfuse infers shapes with) raises another exception type or "
+    "message than the CPU kernel for this error input, or does not check at all"
+)
+ERROR_AT_SYNC = (
+    "the meta kernel does not make the CPU kernel's check, so the error surfaces at the sync, "
+    "not at the op"
+)
+ERROR_VALUE_DEPENDENT = (
+    "design: the check depends on tensor values (an index out of bounds), which a lazy op does "
+    "not read; it raises at the sync"
+)
+ERROR_OUT_CHECKS = (
+    "out= checks are lost: functionalization turns out= into a functional op plus a copy, so "
+    "eager's out dtype check and 'unsupported operation' (out overlaps an input) never run"
+)
+
+_BF16_F16 = (torch.bfloat16, torch.float16)
+
+
+def _each(op, kind, dtypes, reason):
+    return {(op, kind, d): reason for d in dtypes}
+
+
+XFAIL = {
+    # correctness / grad / out: wrong or failing results
+    ("_native_batch_norm_legit", "correctness", None): META_AUX_OUTPUTS,
+    ("_native_batch_norm_legit", "grad", None): META_AUX_OUTPUTS,
+    ("_native_batch_norm_legit", "out", None): OUT_NOT_WRITTEN,
+    ("native_batch_norm", "correctness", None): META_AUX_OUTPUTS,
+    ("native_batch_norm", "grad", None): META_AUX_OUTPUTS,
+    ("native_batch_norm", "out", None): META_AUX_OUTPUTS,
+    ("nn.functional.batch_norm", "correctness", None): META_AUX_OUTPUTS,
+    ("nn.functional.batch_norm", "grad", None): META_AUX_OUTPUTS,
+    ("nn.functional.embedding_bag", "correctness", None): META_AUX_OUTPUTS,
+    ("nn.functional.embedding_bag", "grad", None): META_AUX_OUTPUTS,
+    **_each("_batch_norm_with_update", "correctness", _BF16_F16, META_AUX_OUTPUTS),
+    **_each("native_layer_norm", "correctness", _BF16_F16, META_AUX_OUTPUTS),
+    **_each("nn.functional.layer_norm", "correctness", _BF16_F16, META_AUX_OUTPUTS),
+    **_each("nn.functional.instance_norm", "correctness", _BF16_F16, META_AUX_OUTPUTS),
+    ("as_strided.partial_views", "correctness", None): AS_STRIDED_OF_VIEW,
+    ("as_strided.partial_views", "inplace", None): AS_STRIDED_OF_VIEW,
+    ("as_strided.partial_views", "grad", None): AS_STRIDED_OF_VIEW,
+    ("sparse.mm.reduce", "correctness", None): SPARSE,
+    ("sparse.mm.reduce", "grad", None): SPARSE,
+    ("sparse.sampled_addmm", "correctness", None): SPARSE,
+    ("sparse.sampled_addmm", "grad", None): SPARSE,
+    ("sparse.sampled_addmm", "out", None): SPARSE,
+    ("to_sparse", "correctness", None): SPARSE,
+    **{(f"polygamma.polygamma_n_{n}", "inplace", None): POLYGAMMA_INPLACE for n in range(5)},
+    ("fft.ihfft2", "out", None): OUT_NOT_WRITTEN,
+    ("fft.ihfftn", "out", None): OUT_NOT_WRITTEN,
+    ("linalg.matrix_rank", "out", None): OUT_NOT_WRITTEN,
+    ("linalg.matrix_rank.hermitian", "out", None): OUT_NOT_WRITTEN,
+    # errors
+    **{
+        (op, "errors", None): ERROR_FROM_META
+        for op in (
+            "aminmax",
+            "complex",
+            "dstack",
+            "hstack",
+            "vstack",
+            "logcumsumexp",
+            "masked_fill",
+            "masked_scatter",
+            "mean",
+            "multinomial",
+            "narrow_copy",
+            "nn.functional.conv1d",
+            "nn.functional.conv2d",
+            "nn.functional.conv3d",
+            "nn.functional.embedding",
+            "nn.functional.gaussian_nll_loss",
+            "nn.functional.multi_margin_loss",
+            "nn.functional.multilabel_margin_loss",
+            "ormqr",
+        )
+    },
+    **{
+        (op, "errors", None): ERROR_AT_SYNC
+        for op in ("as_strided_scatter", "bucketize", "index_add", "nn.functional.avg_pool3d")
+    },
+    ("scatter", "errors", None): ERROR_VALUE_DEPENDENT,
+    ("scatter_add", "errors", None): ERROR_VALUE_DEPENDENT,
+    **{
+        (op, "errors", None): ERROR_OUT_CHECKS
+        for op in ("amax", "amin", "bernoulli", "cat", "index_select", "kthvalue", "masked_select", "take")
+    },
+    ("gather", "errors", None): f"{ERROR_OUT_CHECKS}; and {ERROR_VALUE_DEPENDENT}",
+}
+
+SKIP = {}
+
+
+def _find(table, op, kind, dtype):
+    return table.get((op, kind, dtype), table.get((op, kind, None)))
+
+
+def expected_failure(op, kind, dtype):
+    return _find(XFAIL, op, kind, dtype)
+
+
+def skip_reason(op, kind, dtype):
+    return _find(SKIP, op, kind, dtype)
+
+
+def check_table(known_ops):
+    """Every key names an OpInfo of op_db and a known kind; run by test_opinfo_lazy.py."""
+    for table in (XFAIL, SKIP):
+        for op, kind, _dtype in table:
+            if kind not in KINDS:
+                raise ValueError(f"expected_failures: unknown kind {kind!r} for {op}")
+            if op not in known_ops:
+                raise ValueError(f"expected_failures: no OpInfo named {op!r}")

@@ -1,0 +1,67 @@
+"""Shared fixtures for the lazyfuse tests. Every test compares the lazy device with eager CPU
+PyTorch; nothing here hard-codes a result."""
+
+import gc
+import os
+import subprocess
+import sys
+
+import pytest
+
+import lazyfuse
+
+
+@pytest.fixture(autouse=True)
+def fresh_trace():
+    """Each test starts from an empty trace and zeroed counters, so a counter delta seen by a
+    test is its own (the graph cache itself is process-wide and stays warm)."""
+    _drop_last_failure()
+    lazyfuse.mark_step()
+    lazyfuse.reset_metrics()
+    yield
+
+
+def _drop_last_failure():
+    """pytest keeps the last failure in sys.last_* (for post-mortem debugging) until the next
+    test's call phase; its frames keep that test's lazy tensors alive, and a tensor whose pending
+    computation cannot run would make this test's mark_step fail too. Drop them first."""
+    if getattr(sys, "last_value", None) is None:
+        return
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            delattr(sys, name)
+    gc.collect()
+
+
+@pytest.fixture
+def counters():
+    """`counters()` returns lazyfuse.metrics() with a missing counter read as 0."""
+
+    def read():
+        values = lazyfuse.metrics()
+        return _Counters(values)
+
+    return read
+
+
+class _Counters(dict):
+    def __missing__(self, key):
+        return 0
+
+
+def run_python(code, env=None, timeout=120):
+    """Runs `code` in a fresh interpreter (the venv's python) and returns the CompletedProcess."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def python_subprocess():
+    return run_python

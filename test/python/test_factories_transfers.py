@@ -1,0 +1,363 @@
+"""Factories on the lazy device, and moving tensors between the CPU and the lazy device."""
+
+import pytest
+import torch
+
+import lazyfuse
+
+ALL_DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+]
+
+
+def sample(dtype, shape=(3, 4)):
+    """Deterministic values of `dtype`, with negatives where the dtype has them."""
+    g = torch.Generator().manual_seed(0)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype == torch.uint8:
+        return torch.randint(0, 255, shape, generator=g, dtype=torch.uint8)
+    if not dtype.is_floating_point and not dtype.is_complex:
+        return torch.randint(-100, 100, shape, generator=g, dtype=dtype)
+    return torch.randn(shape, generator=g, dtype=dtype)
+
+
+# ---- factories -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda **kw: torch.zeros(2, 3, **kw),
+        lambda **kw: torch.ones(2, 3, **kw),
+        lambda **kw: torch.full((2, 3), 7.5, **kw),
+        lambda **kw: torch.arange(10, **kw),
+        lambda **kw: torch.arange(1, 4, 0.5, **kw),
+        lambda **kw: torch.linspace(-1, 1, 7, **kw),
+        lambda **kw: torch.eye(4, **kw),
+        lambda **kw: torch.eye(3, 5, **kw),
+        lambda **kw: torch.zeros(0, 3, **kw),
+        lambda **kw: torch.ones((), **kw),
+    ],
+    ids=["zeros", "ones", "full", "arange", "arange_step", "linspace", "eye", "eye_rect",
+         "zeros_empty", "ones_scalar"],
+)
+def test_deterministic_factory_matches_eager(factory):
+    expected = factory()
+    lazy = factory(device="lazy")
+    assert lazy.device.type == "lazy"
+    assert lazy.shape == expected.shape
+    assert lazy.dtype == expected.dtype
+    torch.testing.assert_close(lazy.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.bool, torch.float16])
+def test_factories_with_dtype(dtype):
+    for make in (torch.zeros, torch.ones):
+        expected = make(2, 5, dtype=dtype)
+        lazy = make(2, 5, dtype=dtype, device="lazy")
+        assert lazy.dtype == dtype
+        torch.testing.assert_close(lazy.cpu(), expected)
+    torch.testing.assert_close(
+        torch.full((3,), 1, dtype=dtype, device="lazy").cpu(), torch.full((3,), 1, dtype=dtype)
+    )
+
+
+def test_full_infers_dtype_like_eager():
+    for fill in (3, 2.5, True):
+        expected = torch.full((2, 2), fill)
+        lazy = torch.full((2, 2), fill, device="lazy")
+        assert lazy.dtype == expected.dtype
+        torch.testing.assert_close(lazy.cpu(), expected)
+
+
+def test_empty_has_shape_and_dtype():
+    for dtype in (torch.float32, torch.int64, torch.bfloat16):
+        x = torch.empty(3, 4, dtype=dtype, device="lazy")
+        ref = torch.empty(3, 4, dtype=dtype)
+        assert x.device.type == "lazy"
+        assert (x.shape, x.dtype) == (ref.shape, ref.dtype)
+        assert x.cpu().shape == ref.shape
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda **kw: torch.rand(4, 5, **kw),
+        lambda **kw: torch.randn(4, 5, **kw),
+        lambda **kw: torch.randint(0, 10, (4, 5), **kw),
+        lambda **kw: torch.randperm(9, **kw),
+        lambda **kw: torch.rand(3, dtype=torch.float64, **kw),
+    ],
+    ids=["rand", "randn", "randint", "randperm", "rand_f64"],
+)
+def test_random_factory_shape_and_dtype(factory):
+    expected = factory()
+    lazy = factory(device="lazy")
+    assert lazy.device.type == "lazy"
+    assert (lazy.shape, lazy.dtype) == (expected.shape, expected.dtype)
+    values = lazy.cpu()
+    assert (values.shape, values.dtype) == (expected.shape, expected.dtype)
+
+
+def test_random_values_in_range():
+    u = torch.rand(1000, device="lazy").cpu()
+    assert bool((u >= 0).all()) and bool((u < 1).all())
+    r = torch.randint(3, 7, (1000,), device="lazy").cpu()
+    assert bool((r >= 3).all()) and bool((r < 7).all())
+    p = torch.randperm(20, device="lazy").cpu()
+    torch.testing.assert_close(p.sort().values, torch.arange(20))
+
+
+def test_manual_seed_makes_random_reproducible():
+    lazyfuse.manual_seed(123)
+    a = torch.randn(16, device="lazy").cpu()
+    lazyfuse.manual_seed(123)
+    b = torch.randn(16, device="lazy").cpu()
+    torch.testing.assert_close(a, b)
+
+
+def test_like_factories():
+    src = torch.randn(2, 3, dtype=torch.float64)
+    lazy_src = src.to("lazy")
+    for like in (torch.zeros_like, torch.ones_like):
+        out = like(lazy_src)
+        assert out.device.type == "lazy"
+        torch.testing.assert_close(out.cpu(), like(src))
+    torch.testing.assert_close(
+        torch.full_like(lazy_src, 4.0).cpu(), torch.full_like(src, 4.0)
+    )
+    assert torch.empty_like(lazy_src).shape == src.shape
+    assert torch.rand_like(lazy_src).cpu().dtype == torch.float64
+
+
+def test_tensor_constructor_on_lazy():
+    for data in ([1.0, 2.0, 3.0], [[1, 2], [3, 4]], [True, False], 5, 2.5):
+        expected = torch.tensor(data)
+        lazy = torch.tensor(data, device="lazy")
+        assert lazy.device.type == "lazy"
+        assert lazy.dtype == expected.dtype
+        torch.testing.assert_close(lazy.cpu(), expected)
+    lazy = torch.tensor([1, 2, 3], dtype=torch.float16, device="lazy")
+    torch.testing.assert_close(lazy.cpu(), torch.tensor([1, 2, 3], dtype=torch.float16))
+
+
+def test_factory_result_feeds_computation():
+    expected = torch.arange(6).reshape(2, 3) * 2 + torch.ones(2, 3)
+    lazy = torch.arange(6, device="lazy").reshape(2, 3) * 2 + torch.ones(2, 3, device="lazy")
+    torch.testing.assert_close(lazy.cpu(), expected)
+
+
+# ---- transfers -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_round_trip_every_dtype(dtype):
+    src = sample(dtype)
+    lazy = src.to("lazy")
+    assert lazy.device.type == "lazy"
+    assert lazy.dtype == dtype and lazy.shape == src.shape
+    back = lazy.cpu()
+    assert back.device.type == "cpu"
+    torch.testing.assert_close(back, src, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_round_trip_every_dtype_through_an_op(dtype):
+    """A value that was computed on the lazy device (not just uploaded) comes back right."""
+    src = sample(dtype)
+    torch.testing.assert_close(src.to("lazy").t().clone().cpu(), src.t().clone(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "make_view",
+    [
+        lambda x: x.t(),
+        lambda x: x[:, 1::2],
+        lambda x: x[1:3],
+        lambda x: x.unsqueeze(0).expand(2, 4, 6),
+        lambda x: x.flip(0)[::2],
+        lambda x: x.permute(1, 0)[2:],
+    ],
+    ids=["transpose", "column_stride", "row_slice", "expand", "flip_step", "permute_slice"],
+)
+def test_non_contiguous_source(make_view):
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    view = make_view(base)
+    lazy = view.to("lazy")
+    torch.testing.assert_close(lazy.cpu(), view)
+    torch.testing.assert_close((lazy * 2).cpu(), view * 2)
+
+
+def test_cpu_source_unchanged_by_lazy_ops():
+    src = torch.randn(3, 3)
+    keep = src.clone()
+    lazy = src.to("lazy")
+    lazy.add_(1)
+    lazy.cpu()
+    torch.testing.assert_close(src, keep)
+
+
+def test_to_lazy_with_dtype_conversion():
+    src = torch.randn(4, 3)
+    torch.testing.assert_close(
+        src.to("lazy", dtype=torch.float64).cpu(), src.to(torch.float64)
+    )
+    torch.testing.assert_close(src.to("lazy", torch.int32).cpu(), src.to(torch.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int32,
+                                   torch.int64, torch.bool, torch.complex64])
+def test_dtype_conversion_on_lazy(dtype):
+    src = torch.randn(3, 4) * 10
+    lazy = src.to("lazy").to(dtype)
+    assert lazy.device.type == "lazy" and lazy.dtype == dtype
+    torch.testing.assert_close(lazy.cpu(), src.to(dtype))
+
+
+def test_float_helpers_on_lazy():
+    src = torch.randn(5)
+    lazy = src.to("lazy")
+    torch.testing.assert_close(lazy.double().cpu(), src.double())
+    torch.testing.assert_close(lazy.half().cpu(), src.half())
+    torch.testing.assert_close(lazy.long().cpu(), src.long())
+    torch.testing.assert_close(lazy.bool().cpu(), src.bool())
+
+
+def test_to_same_device_is_noop():
+    lazy = torch.ones(3, device="lazy")
+    assert lazy.to("lazy") is lazy
+    cpu = torch.ones(3)
+    assert cpu.cpu() is cpu
+
+
+def test_copy_cpu_into_lazy():
+    src = torch.randn(3, 4)
+    dst = torch.zeros(3, 4, device="lazy")
+    ret = dst.copy_(src)
+    assert ret is dst
+    assert dst.device.type == "lazy"
+    torch.testing.assert_close(dst.cpu(), src)
+
+
+def test_copy_lazy_into_cpu():
+    src = torch.randn(3, 4)
+    lazy = src.to("lazy") * 3
+    dst = torch.zeros(3, 4)
+    dst.copy_(lazy)
+    torch.testing.assert_close(dst, src * 3)
+
+
+def test_copy_between_lazy_tensors():
+    src = torch.randn(2, 5)
+    dst = torch.zeros(2, 5, device="lazy")
+    dst.copy_(src.to("lazy") + 1)
+    torch.testing.assert_close(dst.cpu(), src + 1)
+
+
+def test_copy_converts_dtype_and_broadcasts():
+    src = torch.arange(4, dtype=torch.float64)
+    dst_cpu = torch.zeros(3, 4, dtype=torch.float32)
+    dst_lazy = torch.zeros(3, 4, dtype=torch.float32, device="lazy")
+    dst_cpu.copy_(src)
+    dst_lazy.copy_(src)
+    torch.testing.assert_close(dst_lazy.cpu(), dst_cpu)
+
+    int_dst_cpu = torch.zeros(4, dtype=torch.int32)
+    int_dst_cpu.copy_(src.to("lazy"))
+    torch.testing.assert_close(int_dst_cpu, src.to(torch.int32))
+
+
+def test_copy_into_non_contiguous_targets():
+    src = torch.randn(4, 3)
+    # CPU view target, lazy source.
+    base_cpu = torch.zeros(3, 4)
+    base_cpu.t().copy_(src.to("lazy"))
+    expected = torch.zeros(3, 4)
+    expected.t().copy_(src)
+    torch.testing.assert_close(base_cpu, expected)
+    # Lazy view target, CPU source.
+    base_lazy = torch.zeros(3, 4, device="lazy")
+    base_lazy.t().copy_(src)
+    torch.testing.assert_close(base_lazy.cpu(), expected)
+
+
+def test_transfer_counters(counters):
+    before = counters()
+    lazy = torch.randn(4).to("lazy")
+    lazy.cpu()
+    after = counters()
+    assert after["TransferToLazy"] > before["TransferToLazy"]
+    assert after["TransferFromLazy"] > before["TransferFromLazy"]
+
+
+# torch.tensor(data, device="lazy") builds a CPU tensor, copies it with Functionalize excluded and
+# then calls lift_fresh; the result must be a functional tensor like every other lazy tensor, or
+# mutation through views and in-place ops with other lazy operands go wrong.
+NOT_LIFTED = pytest.mark.xfail(
+    reason="library bug: torch.tensor/as_tensor/new_tensor on lazy return a tensor that is not "
+    "functionalized (lift_fresh does not wrap it)", strict=True)
+
+CONSTRUCTORS = {
+    "tensor": lambda data: torch.tensor(data, device="lazy"),
+    "as_tensor": lambda data: torch.as_tensor(data, device="lazy"),
+    "new_tensor": lambda data: torch.ones(1, device="lazy").new_tensor(data),
+    "to": lambda data: torch.tensor(data).to("lazy"),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=NOT_LIFTED) if n != "to" else n for n in sorted(CONSTRUCTORS)],
+)
+def test_constructed_tensor_mutates_through_view(name):
+    expected = torch.tensor([1.0, 2.0, 3.0])
+    expected[0].add_(10)
+    lazy = CONSTRUCTORS[name]([1.0, 2.0, 3.0])
+    lazy[0].add_(10)
+    torch.testing.assert_close(lazy.cpu(), expected)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=NOT_LIFTED) if n != "to" else n for n in sorted(CONSTRUCTORS)],
+)
+def test_constructed_tensor_in_place_with_lazy_operand(name):
+    expected = torch.tensor([1.0, 2.0, 3.0])
+    expected.mul_(torch.full((3,), 2.0))
+    lazy = CONSTRUCTORS[name]([1.0, 2.0, 3.0])
+    lazy.mul_(torch.full((3,), 2.0, device="lazy"))
+    torch.testing.assert_close(lazy.cpu(), expected)
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+@pytest.mark.xfail(reason="library bug: torch.save of a lazy tensor raises 'Attempted to access the "
+                   "data pointer on an invalid python storage' (eager device tensors save fine)",
+                   strict=True)
+def test_torch_save_and_load(tmp_path):
+    src = torch.randn(3, 4)
+    path = tmp_path / "t.pt"
+    torch.save({"x": src.to("lazy") * 2}, path)
+    loaded = torch.load(path, map_location="cpu")
+    torch.testing.assert_close(loaded["x"], src * 2)
+
+
+def test_deepcopy_of_lazy_tensor():
+    import copy
+
+    src = torch.randn(3)
+    lazy = src.to("lazy") * 2
+    clone = copy.deepcopy(lazy)
+    assert clone.device.type == "lazy"
+    lazy.add_(1)
+    torch.testing.assert_close(clone.cpu(), src * 2)
