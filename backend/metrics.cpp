@@ -94,6 +94,10 @@ Counter& meta_cache_miss = *new Counter("MetaCacheMiss");
 Counter& transfers_in = *new Counter("TransferToLazy");
 Counter& transfers_out = *new Counter("TransferFromLazy");
 Counter& eager_fallbacks = *new Counter("EagerFallback");
+Counter& kernels_compiled = *new Counter("KernelsCompiled");
+Counter& kernels_launched = *new Counter("KernelsLaunched");
+Counter& kernel_disk_hits = *new Counter("KernelDiskCacheHits");
+Counter& fusion_fallbacks = *new Counter("FusionFallback");
 Timer& compile_time = *new Timer("CompileTime");
 Timer& execute_time = *new Timer("ExecuteTime");
 }  // namespace metrics

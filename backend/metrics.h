@@ -69,6 +69,10 @@ extern Counter& meta_cache_miss;  // MetaCacheMiss: ops inferred on Meta
 extern Counter& transfers_in;     // TransferToLazy
 extern Counter& transfers_out;    // TransferFromLazy
 extern Counter& eager_fallbacks;  // EagerFallback: all aten::<op> together
+extern Counter& kernels_compiled; // KernelsCompiled: fused kernels built by the compiler
+extern Counter& kernels_launched; // KernelsLaunched: fused kernel steps run
+extern Counter& kernel_disk_hits; // KernelDiskCacheHits: fused kernels loaded from the disk cache
+extern Counter& fusion_fallbacks; // FusionFallback: graphs run per node after a failed compile
 extern Timer& compile_time;       // CompileTime
 extern Timer& execute_time;       // ExecuteTime
 }  // namespace metrics

@@ -1,5 +1,7 @@
 #include "kernels/extern_runner.h"
 
+#include "kernels/fused_runner.h"
+
 #include "lazy_ir/check.h"
 
 #include <ATen/core/List.h>
@@ -123,22 +125,32 @@ at::Tensor withLayout(const at::Tensor& tensor, const TensorMeta& meta) {
   return result;
 }
 
-std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph) {
+std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
+                                const std::vector<CpuKernelFn>& kernels) {
   LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
+  LF_INTERNAL_ASSERT(kernels.size() == plan.kernels.size(), "plan run without its kernels");
   // Real tensors need no autograd here: lazy autograd already recorded the backward ops.
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  std::vector<std::vector<at::Tensor>> values(graph.nodes().size());
+  PlanValues values;
+  values.nodes.resize(graph.nodes().size());
+  values.temps.resize(plan.num_temps);
   for (uint32_t position : graph.dataPositions()) {
-    values[position] = {graph.nodes()[position]->data()};
+    values.nodes[position] = {graph.nodes()[position]->data()};
   }
-  StepRunner runner(graph, values);
+  StepRunner runner(graph, values.nodes);
   for (const PlanStep& step : plan.steps) {
-    runner.run(step.position);
-    for (uint32_t dead : step.release_after) values[dead].clear();
+    if (step.kind == StepKind::kFusedKernel) {
+      runFusedKernel(plan.kernels[step.kernel], kernels[step.kernel], graph, values);
+    } else {
+      runner.run(step.position);
+    }
+    for (uint32_t dead : step.release_after) values.nodes[dead].clear();
   }
   std::vector<at::Tensor> outputs;
   outputs.reserve(graph.outputs().size());
-  for (const NodeRef& out : graph.outputs()) outputs.push_back(values[out.position].at(out.index));
+  for (const NodeRef& out : graph.outputs()) {
+    outputs.push_back(values.nodes[out.position].at(out.index));
+  }
   return outputs;
 }
 

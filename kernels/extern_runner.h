@@ -3,6 +3,7 @@
 // Runs an ExecutionPlan on the hardware device. Extern steps call the node's ATen kernel through
 // the dispatcher with real tensors, so they run wherever those tensors live (CPU or CUDA).
 
+#include "kernels/cpu_compiler.h"
 #include "lowering/execution_plan.h"
 
 #include <ATen/core/Tensor.h>
@@ -12,8 +13,10 @@
 namespace lazyfuse {
 
 /// Runs `plan` over the device-data buffers and parameters of `graph` (which must hash as the
-/// plan's graph did) and returns the graph outputs, each laid out as its recorded metadata says.
-std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph);
+/// plan's graph did), with `kernels[i]` the compiled plan.kernels[i], and returns the graph
+/// outputs, each laid out as its recorded metadata says.
+std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
+                                const std::vector<CpuKernelFn>& kernels = {});
 
 /// A tensor with exactly `meta`'s sizes and strides holding `tensor`'s values; `tensor` itself
 /// when its layout already matches.

@@ -5,17 +5,30 @@ namespace {
 
 constexpr uint32_t kNever = UINT32_MAX;
 
-/// For each node position, the index of the last step that reads it (kNever if none).
+/// For each node position, the index of the last step that reads or writes it (kNever if none).
 std::vector<uint32_t> lastUses(const Graph& graph, const ExecutionPlan& plan) {
   std::vector<uint32_t> last(graph.nodes().size(), kNever);
   for (uint32_t s = 0; s < plan.steps.size(); ++s) {
-    last[plan.steps[s].position] = s;  // a value nobody reads dies at its own step
-    for (const NodeRef& ref : graph.inputsOf(plan.steps[s].position)) last[ref.position] = s;
+    for (uint32_t position : stepValues(graph, plan, plan.steps[s])) last[position] = s;
   }
   return last;
 }
 
 }  // namespace
+
+std::vector<uint32_t> stepValues(const Graph& graph, const ExecutionPlan& plan,
+                                 const PlanStep& step) {
+  std::vector<uint32_t> positions;
+  if (step.kind == StepKind::kExternCall) {
+    positions.push_back(step.position);  // a value nobody reads dies at its own step
+    for (const NodeRef& ref : graph.inputsOf(step.position)) positions.push_back(ref.position);
+    return positions;
+  }
+  for (const BufferBinding& b : plan.kernels.at(step.kernel).buffers) {
+    if (!b.temp) positions.push_back(b.value.position);
+  }
+  return positions;
+}
 
 bool computeLifetimes(const Graph& graph, ExecutionPlan& plan) {
   std::vector<uint32_t> last = lastUses(graph, plan);

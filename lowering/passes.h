@@ -7,6 +7,12 @@ namespace lazyfuse {
 /// Appends one extern step per ATen node, in graph order. Afterwards every ATen node has a step.
 bool scheduleExternCalls(const Graph& graph, ExecutionPlan& plan);
 
+/// Lowers the graph into fused kernels where it can and extern steps where it cannot, in an
+/// order that respects every dependency. Afterwards every ATen node's outputs that anything
+/// needs are computed by some step, and a value is in memory only when it is a graph output,
+/// feeds an extern step, or is read by another kernel. See Note [Fusion partitioning].
+bool partitionGraph(const Graph& graph, ExecutionPlan& plan);
+
 /// Fills `release_after` so every intermediate buffer is dropped after its last use. Afterwards
 /// each node position that is neither device data nor a graph output is released exactly once.
 bool computeLifetimes(const Graph& graph, ExecutionPlan& plan);

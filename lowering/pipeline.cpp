@@ -4,11 +4,15 @@
 
 namespace lazyfuse {
 
-ExecutionPlan lowerGraph(const Graph& graph) {
+ExecutionPlan lowerGraph(const Graph& graph, bool fuse) {
   ExecutionPlan plan;
   plan.graph_hash = graph.hash();
   plan.num_nodes = static_cast<uint32_t>(graph.nodes().size());
-  scheduleExternCalls(graph, plan);
+  if (fuse) {
+    partitionGraph(graph, plan);
+  } else {
+    scheduleExternCalls(graph, plan);
+  }
   // Lifetimes come last: they depend on the final order of the steps.
   computeLifetimes(graph, plan);
   return plan;

@@ -4,7 +4,8 @@
 
 namespace lazyfuse {
 
-/// Lowers a graph into a plan by running the passes of lowering/pipeline.cpp in order.
-ExecutionPlan lowerGraph(const Graph& graph);
+/// Lowers a graph into a plan by running the passes of lowering/pipeline.cpp in order: fused
+/// kernels plus extern calls when `fuse`, else one extern call per ATen node.
+ExecutionPlan lowerGraph(const Graph& graph, bool fuse = false);
 
 }  // namespace lazyfuse

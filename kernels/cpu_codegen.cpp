@@ -1,0 +1,380 @@
+#include "kernels/cpu_codegen.h"
+
+#include "lazy_ir/check.h"
+
+#include <cctype>
+#include <set>
+
+namespace lazyfuse {
+namespace detail {
+// Defined in kernels/cpu_prelude.cpp: the C dialect the rendered code is written in.
+const char* cpuPrelude();
+int cpuFunctionArity(const std::string& fn);
+const char* cpuComputeType(c10::ScalarType dtype);
+const char* cpuStorageType(c10::ScalarType dtype);
+std::string cpuLiteral(c10::ScalarType dtype, double fvalue, int64_t ivalue);
+std::string cpuExtremeLiteral(c10::ScalarType dtype, bool lowest);
+}  // namespace detail
+
+namespace {
+
+// Note [CPU loop structure]
+// A kernel function runs the points [begin, end) of its domain, flattened row-major, so that a
+// caller can split the domain between threads at any point. Without reductions the points are
+// walked in row segments of the last dimension: the outer variables are computed once per
+// segment by div/mod, and the innermost variable is the induction variable of an
+// `omp simd` loop holding the body; instructions that do not depend on it are hoisted out of
+// it. With reductions (or an empty domain, a single point) there is one loop over points, the
+// variables come from the flat point index, and each kReduce is a loop over its own flat
+// reduced index. Every index is 64-bit; only the variables that are used are computed.
+
+void collectVars(const IxPtr& ix, std::vector<bool>& vars, std::vector<bool>& rvars) {
+  if (!ix) return;
+  if (ix->op == IxOp::kVar || ix->op == IxOp::kRVar) {
+    std::vector<bool>& used = ix->op == IxOp::kVar ? vars : rvars;
+    LF_INTERNAL_ASSERT(ix->value >= 0 && static_cast<size_t>(ix->value) < used.size(),
+                       ix->op == IxOp::kVar ? "v" : "r", ix->value, " out of range");
+    used[ix->value] = true;
+    return;
+  }
+  collectVars(ix->a, vars, rvars);
+  collectVars(ix->b, vars, rvars);
+}
+
+/// `flat / stride % size` as C text, dropping what cannot change the value.
+std::string unflatten(const std::string& flat, int64_t stride, int64_t size, bool outermost) {
+  std::string text = stride == 1 ? flat : "(" + flat + " / " + std::to_string(stride) + ")";
+  if (outermost || size == 1) return size == 1 ? "0" : text;
+  return text + " % " + std::to_string(size);
+}
+
+/// Declarations `const lf_i64 <prefix><d> = ...;` of the used variables of a row-major space.
+std::string variableLines(const std::string& indent, const std::string& prefix,
+                          const std::string& flat, const std::vector<int64_t>& sizes,
+                          const std::vector<bool>& used, size_t count) {
+  std::string out;
+  int64_t stride = 1;
+  std::vector<int64_t> strides(sizes.size());
+  for (size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= sizes[d];
+  }
+  for (size_t d = 0; d < count; ++d) {
+    if (!used[d]) continue;
+    out += indent + "const lf_i64 " + prefix + std::to_string(d) + " = " +
+           unflatten(flat, strides[d], sizes[d], /*outermost=*/d == 0) + ";\n";
+  }
+  return out;
+}
+
+class KernelRenderer {
+ public:
+  explicit KernelRenderer(const Kernel& kernel) : k_(kernel) {}
+
+  std::string render() {
+    validate();
+    out_ = "extern \"C\" void " + k_.name +
+           "(lf_i64 begin, lf_i64 end, void* const* buffers, const lf_i64* iparams,\n" +
+           "    const double* fparams) {\n";
+    if (domainNumel(k_) > 0) {
+      declareBuffers();
+      if (k_.domain.empty() || !k_.reductions.empty()) {
+        renderPointLoop();
+      } else {
+        renderRowLoop();
+      }
+    }
+    out_ += "}\n";
+    return std::move(out_);
+  }
+
+ private:
+  void validate() {
+    LF_INTERNAL_ASSERT(!k_.name.empty() && !std::isdigit(static_cast<unsigned char>(k_.name[0])),
+                       "kernel name '", k_.name, "' is not a C identifier");
+    for (char c : k_.name) {
+      LF_INTERNAL_ASSERT(std::isalnum(static_cast<unsigned char>(c)) || c == '_', "kernel name '",
+                         k_.name, "' is not a C identifier");
+    }
+    for (size_t i = 0; i < k_.instrs.size(); ++i) validateInstr(static_cast<int32_t>(i));
+    for (const KReduction& reduction : k_.reductions) {
+      LF_INTERNAL_ASSERT(
+          reduction.body >= 0 && static_cast<size_t>(reduction.body) < k_.instrs.size(),
+          "reduction body ", reduction.body, " out of range");
+    }
+    for (const KStore& store : k_.stores) {
+      LF_INTERNAL_ASSERT(store.value >= 0 && static_cast<size_t>(store.value) < k_.instrs.size() &&
+                             k_.instrs[store.value].scope == -1,
+                         "store of ", store.value, " which is not an outer-scope instruction");
+      checkBuffer(store.buffer, /*output=*/true);
+      LF_INTERNAL_ASSERT(!ixUsesRVar(store.index), "store index uses a reduction variable");
+    }
+  }
+
+  void validateInstr(int32_t i) {
+    const KInstr& instr = k_.instrs[i];
+    LF_INTERNAL_ASSERT(
+        instr.scope >= -1 && instr.scope < static_cast<int32_t>(k_.reductions.size()),
+        "instruction ", i, " in scope ", instr.scope);
+    for (int32_t arg : instr.args) {
+      LF_INTERNAL_ASSERT(arg >= 0 && arg < i, "instruction ", i, " uses ", arg);
+      int32_t scope = k_.instrs[arg].scope;
+      LF_INTERNAL_ASSERT(scope == -1 || scope == instr.scope, "instruction ", i,
+                         " uses instruction ", arg, " of another reduction's scope");
+    }
+    if (instr.op == KOp::kLoad) checkBuffer(instr.buffer, /*output=*/false);
+    if (instr.op == KOp::kLoad || instr.op == KOp::kIndex) {
+      LF_INTERNAL_ASSERT(instr.index, "instruction ", i, " has no index");
+      LF_INTERNAL_ASSERT(instr.scope != -1 || !ixUsesRVar(instr.index), "instruction ", i,
+                         " uses a reduction variable outside a reduction");
+    }
+    if (instr.op == KOp::kUnary || instr.op == KOp::kBinary) {
+      size_t arity = instr.op == KOp::kUnary ? 1 : 2;
+      LF_INTERNAL_ASSERT(detail::cpuFunctionArity(instr.fn) == static_cast<int>(arity) &&
+                             instr.args.size() == arity,
+                         "unknown kernel function ", instr.fn, " with ", instr.args.size(),
+                         " args");
+    }
+    if (instr.op == KOp::kParam) {
+      LF_INTERNAL_ASSERT(instr.ivalue >= 0 && static_cast<size_t>(instr.ivalue) < k_.params.size(),
+                         "parameter ", instr.ivalue, " out of range");
+    }
+    if (instr.op == KOp::kReduce) {
+      LF_INTERNAL_ASSERT(instr.scope == -1 && instr.ivalue >= 0 &&
+                             static_cast<size_t>(instr.ivalue) < k_.reductions.size() &&
+                             k_.instrs[k_.reductions[instr.ivalue].body].scope == instr.ivalue &&
+                             k_.reductions[instr.ivalue].body < i,
+                         "malformed reduction at instruction ", i);
+    }
+    size_t args = instr.op == KOp::kWhere ? 3 : instr.op == KOp::kCast ? 1 : instr.args.size();
+    LF_INTERNAL_ASSERT(instr.args.size() == args, "instruction ", i, " has ", instr.args.size(),
+                       " args");
+  }
+
+  void checkBuffer(int32_t buffer, bool output) {
+    LF_INTERNAL_ASSERT(buffer >= 0 && static_cast<size_t>(buffer) < k_.buffers.size(), "buffer ",
+                       buffer, " out of range");
+    LF_INTERNAL_ASSERT(k_.buffers[buffer].output == output, "buffer ", buffer,
+                       output ? " stored but not an output" : " is an output and loaded");
+  }
+
+  void declareBuffers() {
+    std::set<int32_t> used;
+    for (const KInstr& instr : k_.instrs) {
+      if (instr.op == KOp::kLoad) used.insert(instr.buffer);
+    }
+    for (const KStore& store : k_.stores) used.insert(store.buffer);
+    for (int32_t b : used) {
+      const KBuffer& buffer = k_.buffers[b];
+      std::string type =
+          std::string(buffer.output ? "" : "const ") + detail::cpuStorageType(buffer.dtype) + "*";
+      out_ += "  " + type + " b" + std::to_string(b) + " = (" + type + ")buffers[" +
+              std::to_string(b) + "];\n";
+    }
+  }
+
+  // --- the loops, see Note [CPU loop structure] ---
+
+  void renderRowLoop() {
+    size_t rank = k_.domain.size();
+    std::vector<bool> vars(rank, false), rvars;
+    for (const KInstr& instr : k_.instrs) collectVars(instr.index, vars, rvars);
+    for (const KStore& store : k_.stores) collectVars(store.index, vars, rvars);
+    std::vector<bool> inner = innerInstrs();
+    std::string last = std::to_string(k_.domain.back());
+    std::string v = "v" + std::to_string(rank - 1);
+    out_ += "  for (lf_i64 p = begin; p < end;) {\n";
+    out_ += rank == 1 ? "    const lf_i64 lo = p;\n    const lf_i64 hi = end;\n"
+                      : "    const lf_i64 lo = p % " + last + ";\n    const lf_i64 hi = lf_imin(" +
+                            last + ", lo + (end - p));\n";
+    out_ += variableLines("    ", "v", "p", k_.domain, vars, rank - 1);
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (!inner[i]) out_ += "    " + instrLine(i) + "\n";
+    }
+    out_ += "#pragma omp simd\n    for (lf_i64 " + v + " = lo; " + v + " < hi; ++" + v + ") {\n";
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (inner[i]) out_ += "      " + instrLine(i) + "\n";
+    }
+    storeLines("      ");
+    out_ += "    }\n    p += hi - lo;\n  }\n";
+  }
+
+  /// Which instructions depend on the innermost variable and must stay in the inner loop.
+  std::vector<bool> innerInstrs() const {
+    size_t rank = k_.domain.size();
+    std::vector<bool> inner(k_.instrs.size(), false);
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      const KInstr& instr = k_.instrs[i];
+      std::vector<bool> vars(rank, false), rvars;
+      collectVars(instr.index, vars, rvars);
+      inner[i] = vars[rank - 1];
+      for (int32_t arg : instr.args) inner[i] = inner[i] || inner[arg];
+    }
+    return inner;
+  }
+
+  void renderPointLoop() {
+    std::vector<bool> vars(k_.domain.size(), false), rvars;
+    for (const KInstr& instr : k_.instrs) {
+      if (instr.scope == -1) collectVars(instr.index, vars, rvars);
+    }
+    for (const KStore& store : k_.stores) collectVars(store.index, vars, rvars);
+    out_ += "  for (lf_i64 p = begin; p < end; ++p) {\n";
+    out_ += variableLines("    ", "v", "p", k_.domain, vars, k_.domain.size());
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      const KInstr& instr = k_.instrs[i];
+      if (instr.scope != -1) continue;
+      if (instr.op == KOp::kReduce) reductionLines(static_cast<int32_t>(i));
+      out_ += "    " + instrLine(i) + "\n";
+    }
+    storeLines("    ");
+    out_ += "  }\n";
+  }
+
+  void reductionLines(int32_t at) {
+    int32_t k = static_cast<int32_t>(k_.instrs[at].ivalue);
+    const KReduction& reduction = k_.reductions[k];
+    const KInstr& body = k_.instrs[reduction.body];
+    bool arg = reduction.kind == ReduceKind::kArgMax || reduction.kind == ReduceKind::kArgMin;
+    c10::ScalarType acc_type = arg ? body.dtype : reduction.dtype;
+    std::string acc = "a" + std::to_string(at), idx = "x" + std::to_string(at);
+    std::string type = detail::cpuComputeType(acc_type);
+    out_ += "    " + type + " " + acc + " = " + reductionInit(reduction.kind, acc_type) + ";\n";
+    if (arg) out_ += "    lf_i64 " + idx + " = 0;\n";
+    int64_t count = 1;
+    for (int64_t size : reduction.sizes) count *= size;
+    if (count == 0) return;
+    bool additive = reduction.kind == ReduceKind::kSum || reduction.kind == ReduceKind::kProd;
+    if (additive && acc_type != c10::ScalarType::Bool) {
+      out_ += std::string("#pragma omp simd reduction(") +
+              (reduction.kind == ReduceKind::kSum ? "+" : "*") + ":" + acc + ")\n";
+    }
+    out_ += "    for (lf_i64 q = 0; q < " + std::to_string(count) + "; ++q) {\n";
+    std::vector<bool> vars(k_.domain.size(), false), rvars(reduction.sizes.size(), false);
+    for (const KInstr& instr : k_.instrs) {
+      if (instr.scope == k) collectVars(instr.index, vars, rvars);
+    }
+    out_ += variableLines("      ", "r", "q", reduction.sizes, rvars, reduction.sizes.size());
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (k_.instrs[i].scope == k) out_ += "      " + instrLine(i) + "\n";
+    }
+    std::string x = "(" + type + ")t" + std::to_string(reduction.body);
+    out_ += "      " + accumulateLine(reduction.kind, acc, idx, x) + "\n    }\n";
+  }
+
+  static std::string reductionInit(ReduceKind kind, c10::ScalarType dtype) {
+    switch (kind) {
+      case ReduceKind::kSum: return detail::cpuLiteral(dtype, 0, 0);
+      case ReduceKind::kProd: return detail::cpuLiteral(dtype, 1, 1);
+      case ReduceKind::kMax:
+      case ReduceKind::kArgMax: return detail::cpuExtremeLiteral(dtype, /*lowest=*/true);
+      case ReduceKind::kMin:
+      case ReduceKind::kArgMin: return detail::cpuExtremeLiteral(dtype, /*lowest=*/false);
+    }
+    LF_INTERNAL_ASSERT(false, "unknown reduction kind ", static_cast<int>(kind));
+  }
+
+  /// One fold step. max/min take a NaN and then keep it (no value compares greater than NaN);
+  /// argmax/argmin keep the first extreme, and the first NaN once one is seen, as eager does.
+  static std::string accumulateLine(ReduceKind kind, const std::string& acc, const std::string& idx,
+                                    const std::string& x) {
+    switch (kind) {
+      case ReduceKind::kSum: return acc + " = " + acc + " + " + x + ";";
+      case ReduceKind::kProd: return acc + " = " + acc + " * " + x + ";";
+      case ReduceKind::kMax:
+        return acc + " = (" + x + " != " + x + " || " + x + " > " + acc + ") ? " + x + " : " + acc +
+               ";";
+      case ReduceKind::kMin:
+        return acc + " = (" + x + " != " + x + " || " + x + " < " + acc + ") ? " + x + " : " + acc +
+               ";";
+      case ReduceKind::kArgMax:
+      case ReduceKind::kArgMin: {
+        std::string cmp = kind == ReduceKind::kArgMax ? " > " : " < ";
+        return "const bool take = " + acc + " == " + acc + " && (" + x + " != " + x + " || " + x +
+               cmp + acc + ");\n      " + acc + " = take ? " + x + " : " + acc + ";\n      " + idx +
+               " = take ? q : " + idx + ";";
+      }
+    }
+    LF_INTERNAL_ASSERT(false, "unknown reduction kind ", static_cast<int>(kind));
+  }
+
+  // --- instructions and stores ---
+
+  std::string instrLine(size_t i) const {
+    const KInstr& instr = k_.instrs[i];
+    return "const " + std::string(detail::cpuComputeType(instr.dtype)) + " t" + std::to_string(i) +
+           " = " + instrExpr(instr, static_cast<int32_t>(i)) + ";";
+  }
+
+  static std::string t(int32_t i) { return "t" + std::to_string(i); }
+
+  std::string instrExpr(const KInstr& instr, int32_t i) const {
+    std::string type = detail::cpuComputeType(instr.dtype);
+    std::string cast = "(" + type + ")";
+    switch (instr.op) {
+      case KOp::kLoad: return cast + loadExpr(instr);
+      case KOp::kConst: return detail::cpuLiteral(instr.dtype, instr.fvalue, instr.ivalue);
+      case KOp::kParam:
+        return cast + (k_.params[instr.ivalue].floating ? "fparams[" : "iparams[") +
+               std::to_string(instr.ivalue) + "]";
+      case KOp::kIndex: return cast + "(" + ixText(instr.index) + ")";
+      case KOp::kUnary: return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ")";
+      case KOp::kBinary:
+        return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ", " + t(instr.args[1]) + ")";
+      case KOp::kWhere:
+        return t(instr.args[0]) + " ? " + cast + t(instr.args[1]) + " : " + cast + t(instr.args[2]);
+      case KOp::kCast: return cast + t(instr.args[0]);
+      case KOp::kReduce: {
+        const KReduction& reduction = k_.reductions[instr.ivalue];
+        bool arg = reduction.kind == ReduceKind::kArgMax || reduction.kind == ReduceKind::kArgMin;
+        return cast + (arg ? "x" : "a") + std::to_string(i);
+      }
+    }
+    LF_INTERNAL_ASSERT(false, "unknown kernel op ", static_cast<int>(instr.op));
+  }
+
+  std::string loadExpr(const KInstr& instr) const {
+    std::string element = "b" + std::to_string(instr.buffer) + "[" + ixText(instr.index) + "]";
+    switch (k_.buffers[instr.buffer].dtype) {
+      case c10::ScalarType::Bool: return "(" + element + " != 0)";
+      case c10::ScalarType::Half: return "(float)" + element;
+      case c10::ScalarType::BFloat16: return "lf_bf16_load(" + element + ")";
+      default: return element;
+    }
+  }
+
+  void storeLines(const std::string& indent) {
+    for (const KStore& store : k_.stores) {
+      std::string value = t(store.value);
+      std::string element = "b" + std::to_string(store.buffer) + "[" + ixText(store.index) + "]";
+      switch (k_.buffers[store.buffer].dtype) {
+        case c10::ScalarType::Bool: value = "(lf_u8)(" + value + " != 0)"; break;
+        case c10::ScalarType::Half: value = "(_Float16)(float)" + value; break;
+        case c10::ScalarType::BFloat16: value = "lf_bf16_store((float)" + value + ")"; break;
+        default:
+          value = "(" + std::string(detail::cpuStorageType(k_.buffers[store.buffer].dtype)) + ")" +
+                  value;
+      }
+      out_ += indent + element + " = " + value + ";\n";
+    }
+  }
+
+  const Kernel& k_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string renderCpp(const std::vector<const Kernel*>& kernels) {
+  std::string out = "// codegen version " + std::to_string(kCpuCodegenVersion) + "\n";
+  out += detail::cpuPrelude();
+  std::set<std::string> names;
+  for (const Kernel* kernel : kernels) {
+    LF_INTERNAL_ASSERT(kernel, "renderCpp of a null kernel");
+    LF_INTERNAL_ASSERT(names.insert(kernel->name).second, "two kernels named ", kernel->name);
+    out += "\n" + KernelRenderer(*kernel).render();
+  }
+  return out;
+}
+
+}  // namespace lazyfuse

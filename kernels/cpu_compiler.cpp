@@ -1,0 +1,325 @@
+#include "kernels/cpu_compiler.h"
+
+#include "kernels/cpu_codegen.h"
+
+#include <c10/util/hash.h>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#if defined(__GLIBC__)
+#include <gnu/libc-version.h>
+#endif
+
+extern char** environ;
+
+namespace lazyfuse {
+namespace detail {
+// Defined in kernels/cpu_disk_cache.cpp; see Note [CPU disk cache].
+bool isPrivateDirectory(const std::string& dir);
+bool makeDirectories(const std::string& dir);
+std::string privateTempDirectory();
+bool loadVerified(const std::string& so_path);
+bool storeVerified(const std::string& tmp_so, const std::string& so_path);
+std::string makeTempFile(const std::string& dir, const std::string& prefix);
+bool writeFile(const std::string& path, const std::string& bytes);
+}  // namespace detail
+
+namespace {
+
+struct Compiler {
+  std::string path;     // absolute, or as given when it holds a '/'
+  std::string version;  // first line of `<path> --version`
+};
+
+bool isExecutable(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+/// `name` as the shell would find it: a path when it holds a '/', else the first on $PATH.
+std::string resolveProgram(const std::string& name) {
+  if (name.empty()) return "";
+  if (name.find('/') != std::string::npos) return isExecutable(name) ? name : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (isExecutable(candidate)) return candidate;
+  }
+  return "";
+}
+
+/// Runs `argv` (no shell) with stdout and stderr captured into `output`; returns the exit
+/// status, or -1 when the program could not be started or did not exit normally.
+int runProgram(const std::vector<std::string>& argv, std::string& output) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    output = std::string("pipe failed: ") + std::strerror(errno);
+    return -1;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int spawned = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (spawned != 0) {
+    close(fds[0]);
+    output = "cannot run " + argv[0] + ": " + std::strerror(spawned);
+    return -1;
+  }
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    output.append(buffer, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// The compiler: $LAZYFUSE_CXX, else $CXX, else c++ or g++ on PATH; the first that runs.
+const Compiler* findCompiler() {
+  static const Compiler* const found = []() -> const Compiler* {
+    const char* lazyfuse_cxx = std::getenv("LAZYFUSE_CXX");
+    const char* cxx = std::getenv("CXX");
+    for (const char* name : {lazyfuse_cxx, cxx, "c++", "g++"}) {
+      std::string path = resolveProgram(name ? name : "");
+      std::string output;
+      if (path.empty() || runProgram({path, "--version"}, output) != 0) continue;
+      return new Compiler{path, output.substr(0, output.find('\n'))};
+    }
+    return nullptr;
+  }();
+  return found;
+}
+
+/// The libmvec functions the prelude may declare `omp declare simd` (Note [CPU prelude]):
+/// 2 with glibc >= 2.35 on x86-64, 1 with glibc >= 2.22, else 0.
+int libmvecLevel() {
+#if defined(__GLIBC__) && defined(__x86_64__)
+  int major = 0, minor = 0;
+  if (std::sscanf(gnu_get_libc_version(), "%d.%d", &major, &minor) != 2) return 0;
+  if (major > 2 || (major == 2 && minor >= 35)) return 2;
+  return major == 2 && minor >= 22 ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
+// Note [CPU compile flags]
+// Not -ffast-math: NaN, infinities and signed zeros must behave as in eager. -ffp-contract=off
+// because eager rounds after every op and a fused multiply-add would not. -fwrapv makes signed
+// overflow wrap, as eager's integer ops do; -fno-math-errno lets calls to sqrt and libmvec be
+// vectorized; -fopenmp-simd honours `omp simd` without an OpenMP runtime.
+const std::vector<std::string>& compileFlags() {
+  static const std::vector<std::string> flags = [] {
+    std::vector<std::string> f;
+    for (const char* flag :
+         {"-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno", "-fwrapv",
+          "-fno-semantic-interposition", "-ffp-contract=off"}) {
+      f.push_back(flag);
+    }
+    f.push_back("-DLF_MVEC=" + std::to_string(libmvecLevel()));
+    return f;
+  }();
+  return flags;
+}
+
+std::vector<std::string> linkFlags() {
+  if (libmvecLevel() > 0) return {"-lmvec", "-lm"};
+  return {"-lm"};
+}
+
+/// The lines of /proc/cpuinfo that say what -march=native will target.
+std::string cpuIdentity() {
+  static const std::string identity = [] {
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::map<std::string, std::string> first;
+    std::string line;
+    while (std::getline(cpuinfo, line)) {
+      std::string key = line.substr(0, line.find(':'));
+      while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+      bool wanted = key == "model name" || key == "flags" || key == "Features" ||
+                    key == "CPU implementer" || key == "CPU part";
+      if (wanted && !first.count(key)) first[key] = line;
+    }
+    std::string text;
+    for (const auto& entry : first) text += entry.second + "\n";
+    return text;
+  }();
+  return identity;
+}
+
+// Note [CPU kernel cache key]
+// A shared object is found again by the SHA-1 of everything that changes the code the compiler
+// makes: the source, the compiler's path and version line, every flag, kCpuCodegenVersion and
+// the CPU (the lines of /proc/cpuinfo -march=native depends on). Nothing else is in the key.
+std::string cacheKey(const std::string& source, const Compiler& compiler) {
+  std::string text = source;
+  for (const std::string& part : {compiler.path, compiler.version}) text += '\0' + part;
+  for (const std::string& flag : compileFlags()) text += '\0' + flag;
+  for (const std::string& flag : linkFlags()) text += '\0' + flag;
+  text += '\0' + std::to_string(kCpuCodegenVersion) + '\0' + cpuIdentity();
+  return c10::sha1(text).str();
+}
+
+/// The folder to compile into: the cache folder when it is private to us, else a private
+/// temporary folder for this process (see Note [CPU disk cache]); "" when neither exists.
+std::string workingDirectory() {
+  std::string dir = cacheDirectory();
+  if (detail::isPrivateDirectory(dir)) return dir;
+  return detail::privateTempDirectory();
+}
+
+/// Compiles `source` into `so_path`; "" on success, else the error for CpuCompileResult.
+std::string compileInto(const std::string& source, const Compiler& compiler, const std::string& dir,
+                        const std::string& key, const std::string& so_path) {
+  std::string src = detail::makeTempFile(dir, key + ".cpp.");
+  std::string tmp_so = detail::makeTempFile(dir, key + ".so.");
+  if (src.empty() || tmp_so.empty() || !detail::writeFile(src, source)) {
+    if (!src.empty()) unlink(src.c_str());
+    if (!tmp_so.empty()) unlink(tmp_so.c_str());
+    return "cannot write a temporary file in " + dir + ": " + std::strerror(errno);
+  }
+  std::vector<std::string> argv = {compiler.path};
+  for (const std::string& flag : compileFlags()) argv.push_back(flag);
+  for (const std::string& arg :
+       {std::string("-x"), std::string("c++"), src, std::string("-o"), tmp_so}) {
+    argv.push_back(arg);
+  }
+  for (const std::string& flag : linkFlags()) argv.push_back(flag);
+  std::string output;
+  int status = runProgram(argv, output);
+  if (status == 0) {
+    unlink(src.c_str());
+    if (detail::storeVerified(tmp_so, so_path)) return "";
+    unlink(tmp_so.c_str());
+    return "cannot store " + so_path + ": " + std::strerror(errno);
+  }
+  unlink(tmp_so.c_str());
+  // Keep the source under a stable name next to the cache entry so the error can point at it.
+  std::string kept = dir + "/" + key + ".cpp";
+  if (rename(src.c_str(), kept.c_str()) != 0) kept = src;
+  return "C++ kernel compile failed (" + compiler.path + ", exit " + std::to_string(status) +
+         "), source kept at " + kept + ":\n" + output;
+}
+
+/// dlopen's `so_path` and resolves `names`; the error text when that fails.
+std::string resolve(void* handle, const std::string& so_path, const std::vector<std::string>& names,
+                    CpuModule& module) {
+  module.handle = handle;
+  module.path = so_path;
+  for (const std::string& name : names) {
+    void* symbol = dlsym(handle, name.c_str());
+    if (!symbol) return "kernel function '" + name + "' not found in " + so_path;
+    module.functions.push_back(reinterpret_cast<CpuKernelFn>(symbol));
+  }
+  return "";
+}
+
+struct LoadedModules {
+  std::mutex mutex;
+  std::map<std::string, void*> handles;  // shared object path -> dlopen handle
+};
+
+LoadedModules& loadedModules() {
+  static LoadedModules* const modules = new LoadedModules();  // never destroyed: see CpuModule
+  return *modules;
+}
+
+}  // namespace
+
+bool cpuCompilerAvailable() {
+  return findCompiler() != nullptr;
+}
+
+std::string cacheDirectory() {
+  std::string dir;
+  const char* home = std::getenv("HOME");
+  if (const char* env = std::getenv("LAZYFUSE_CACHE_DIR"); env && *env) {
+    dir = env;
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    dir = std::string(xdg) + "/lazyfuse";
+  } else {
+    if (!home || !*home) {
+      const passwd* entry = getpwuid(geteuid());
+      home = entry ? entry->pw_dir : "/tmp";
+    }
+    dir = std::string(home) + "/.cache/lazyfuse";
+  }
+  detail::makeDirectories(dir);
+  return dir;
+}
+
+// Note [CPU module map]
+// A process dlopens one shared object once: the map is keyed by the cache entry's path (the
+// folder and the key), so a second compileCpp of the same source neither compiles nor reads the
+// disk. Each call resolves its own names, so callers may ask for different ones. `disk_hit`
+// means this call compiled nothing (the entry was on disk or already loaded). The lock is held
+// while compiling, so two threads never build the same entry twice.
+CpuCompileResult compileCpp(const std::string& source, const std::vector<std::string>& names) {
+  CpuCompileResult result;
+  const Compiler* compiler = findCompiler();
+  if (!compiler) {
+    result.error = "no C++ compiler found ($LAZYFUSE_CXX, $CXX, c++ or g++ on PATH)";
+    return result;
+  }
+  std::string dir = workingDirectory();
+  if (dir.empty()) {
+    result.error = "no private folder to compile in (cache folder " + cacheDirectory() + ")";
+    return result;
+  }
+  std::string key = cacheKey(source, *compiler);
+  std::string so_path = dir + "/" + key + ".so";
+  LoadedModules& loaded = loadedModules();
+  std::lock_guard<std::mutex> guard(loaded.mutex);
+  void* handle = loaded.handles.count(so_path) ? loaded.handles[so_path] : nullptr;
+  if (!handle && detail::loadVerified(so_path)) {
+    handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
+  result.disk_hit = handle != nullptr;
+  if (!handle) {
+    result.error = compileInto(source, *compiler, dir, key, so_path);
+    if (!result.error.empty()) return result;
+    handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = dlerror();
+      result.error = "cannot load " + so_path + ": " + (why ? why : "unknown dlopen error");
+      return result;
+    }
+  }
+  loaded.handles[so_path] = handle;
+  auto module = std::make_shared<CpuModule>();
+  result.error = resolve(handle, so_path, names, *module);
+  if (result.error.empty()) result.module = std::move(module);
+  return result;
+}
+
+}  // namespace lazyfuse

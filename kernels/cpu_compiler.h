@@ -1,0 +1,40 @@
+#pragma once
+
+// Compiles rendered C++ into a shared object with the system compiler, loads it with dlopen, and
+// keeps it in a disk cache so a second process compiles nothing.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lazyfuse {
+
+using CpuKernelFn = void (*)(int64_t begin, int64_t end, void* const* buffers,
+                             const int64_t* iparams, const double* fparams);
+
+/// A loaded shared object and the kernels resolved from it; unloading is left to process exit.
+struct CpuModule {
+  void* handle = nullptr;
+  std::vector<CpuKernelFn> functions;  // in the order of the names asked for
+  std::string path;                    // the cached shared object
+};
+
+struct CpuCompileResult {
+  std::shared_ptr<const CpuModule> module;  // null when compiling failed (see `error`)
+  bool disk_hit = false;                    // loaded from the disk cache, nothing compiled
+  std::string error;                        // compiler output, path of the source kept for it
+};
+
+/// True when a C++ compiler was found ($LAZYFUSE_CXX, else $CXX, else c++/g++ on PATH).
+bool cpuCompilerAvailable();
+
+/// The shared object for `source` from the disk cache, or compiled and stored there, with
+/// `names` resolved. Never throws for a compile failure: `module` is null and `error` says why.
+CpuCompileResult compileCpp(const std::string& source, const std::vector<std::string>& names);
+
+/// The disk cache folder: $LAZYFUSE_CACHE_DIR, else $XDG_CACHE_HOME/lazyfuse, else
+/// ~/.cache/lazyfuse; created private to the user (0700).
+std::string cacheDirectory();
+
+}  // namespace lazyfuse

@@ -1,0 +1,231 @@
+// The C dialect of the CPU target: the fixed text every rendered source starts with (the C math
+// functions it calls and one lf_<fn> overload set per kernel function of Note [Kernel functions]),
+// and how types and literals are spelled in it. Used by kernels/cpu_codegen.cpp.
+
+#include "lazy_ir/check.h"
+#include "lowering/kernel_ir.h"
+
+#include <charconv>
+#include <cmath>
+#include <string>
+
+namespace lazyfuse {
+namespace detail {
+namespace {
+
+/// The shortest text that reads back as exactly `value` (std::to_chars ignores the locale).
+std::string floatLiteral(double value) {
+  if (std::isnan(value)) return "__builtin_nan(\"\")";
+  if (std::isinf(value)) return value < 0 ? "(-__builtin_inf())" : "__builtin_inf()";
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  std::string text(buffer, result.ptr);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text[0] == '-' ? "(" + text + ")" : text;
+}
+
+}  // namespace
+
+// Note [CPU prelude]
+// The rendered source includes no header, so a kernel compiles in a fraction of the time
+// <cmath> would cost; it declares the C math functions itself. Those glibc's libmvec implements
+// are marked `omp declare simd`, so that GCC (with -fopenmp-simd) vectorizes a loop calling them
+// through libmvec. Which ones exist depends on the glibc version, so the compiler passes
+// LF_MVEC (0: none, 1: glibc 2.22's exp log sin cos pow, 2: the glibc 2.35 set) as a flag; the
+// source stays the same and the flag is in the cache key. See Note [CPU kernel cache key].
+//
+// The lf_<fn> functions follow eager PyTorch's CPU kernels: maximum/minimum return NaN when
+// either side is NaN (else std::max/std::min, which keep the left operand on ties); remainder
+// takes the sign of the divisor as at::remainder does; round is nearbyint (half to even under
+// the default rounding mode); sign(NaN) is 0 as in ATen; integer pow squares, and a negative
+// exponent gives 1, -1 or 0 the way ATen's pow_impl does. Every integer result is cast back to
+// its type, and the code is built with -fwrapv, so integer arithmetic wraps as eager's does.
+// Bool buffers are bytes read with `!= 0`; Half is _Float16; BFloat16 is its 16 bits, loaded by
+// a shift and stored with c10::BFloat16's round to nearest even (NaN stays NaN).
+const char* const kCpuPrelude = R"LF(// lazyfuse CPU kernels
+typedef long long lf_i64;
+typedef unsigned char lf_u8;
+#if defined(LF_MVEC) && LF_MVEC >= 1
+#define LF_SIMD1 _Pragma("omp declare simd notinbranch")
+#else
+#define LF_SIMD1
+#endif
+#if defined(LF_MVEC) && LF_MVEC >= 2
+#define LF_SIMD2 _Pragma("omp declare simd notinbranch")
+#else
+#define LF_SIMD2
+#endif
+#define LF_DECLARE1(S, c) \
+  S extern "C" float c##f(float); \
+  S extern "C" double c(double);
+#define LF_DECLARE2(S, c) \
+  S extern "C" float c##f(float, float); \
+  S extern "C" double c(double, double);
+LF_DECLARE1(LF_SIMD1, exp) LF_DECLARE1(LF_SIMD1, log) LF_DECLARE1(LF_SIMD1, sin)
+LF_DECLARE1(LF_SIMD1, cos) LF_DECLARE2(LF_SIMD1, pow)
+LF_DECLARE1(LF_SIMD2, exp2) LF_DECLARE1(LF_SIMD2, expm1) LF_DECLARE1(LF_SIMD2, log2)
+LF_DECLARE1(LF_SIMD2, log10) LF_DECLARE1(LF_SIMD2, log1p) LF_DECLARE1(LF_SIMD2, tan)
+LF_DECLARE1(LF_SIMD2, asin) LF_DECLARE1(LF_SIMD2, acos) LF_DECLARE1(LF_SIMD2, atan)
+LF_DECLARE1(LF_SIMD2, sinh) LF_DECLARE1(LF_SIMD2, cosh) LF_DECLARE1(LF_SIMD2, tanh)
+LF_DECLARE1(LF_SIMD2, asinh) LF_DECLARE1(LF_SIMD2, acosh) LF_DECLARE1(LF_SIMD2, atanh)
+LF_DECLARE1(LF_SIMD2, erf) LF_DECLARE1(LF_SIMD2, erfc) LF_DECLARE2(LF_SIMD2, atan2)
+LF_DECLARE2(LF_SIMD2, hypot)
+LF_DECLARE1(, sqrt) LF_DECLARE1(, floor) LF_DECLARE1(, ceil) LF_DECLARE1(, trunc)
+LF_DECLARE1(, nearbyint) LF_DECLARE1(, fabs) LF_DECLARE1(, lgamma) LF_DECLARE2(, fmod)
+LF_DECLARE2(, copysign)
+#define LF_FLOAT1(fn, c) \
+  static inline float lf_##fn(float x) { return c##f(x); } \
+  static inline double lf_##fn(double x) { return c(x); }
+#define LF_FLOAT2(fn, c) \
+  static inline float lf_##fn(float x, float y) { return c##f(x, y); } \
+  static inline double lf_##fn(double x, double y) { return c(x, y); }
+#define LF_ANY1(fn, expr) template <class T> static inline T lf_##fn(T a) { return (T)(expr); }
+#define LF_ANY2(fn, expr) \
+  template <class T> static inline T lf_##fn(T a, T b) { return (T)(expr); }
+#define LF_BOOL1(fn, expr) template <class T> static inline bool lf_##fn(T a) { return expr; }
+#define LF_BOOL2(fn, expr) \
+  template <class T> static inline bool lf_##fn(T a, T b) { return expr; }
+static inline lf_i64 lf_imin(lf_i64 a, lf_i64 b) { return a < b ? a : b; }
+static inline lf_i64 lf_imax(lf_i64 a, lf_i64 b) { return a > b ? a : b; }
+static inline float lf_bf16_load(unsigned short h) {
+  unsigned int u = (unsigned int)h << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+static inline unsigned short lf_bf16_store(float f) {
+  unsigned int u;
+  __builtin_memcpy(&u, &f, 4);
+  unsigned int bias = ((u >> 16) & 1u) + 0x7FFFu;
+  return f != f ? (unsigned short)0x7FC0 : (unsigned short)((u + bias) >> 16);
+}
+LF_FLOAT1(exp, exp) LF_FLOAT1(exp2, exp2) LF_FLOAT1(expm1, expm1) LF_FLOAT1(log, log)
+LF_FLOAT1(log2, log2) LF_FLOAT1(log10, log10) LF_FLOAT1(log1p, log1p) LF_FLOAT1(sqrt, sqrt)
+LF_FLOAT1(sin, sin) LF_FLOAT1(cos, cos) LF_FLOAT1(tan, tan) LF_FLOAT1(asin, asin)
+LF_FLOAT1(acos, acos) LF_FLOAT1(atan, atan) LF_FLOAT1(sinh, sinh) LF_FLOAT1(cosh, cosh)
+LF_FLOAT1(tanh, tanh) LF_FLOAT1(asinh, asinh) LF_FLOAT1(acosh, acosh) LF_FLOAT1(atanh, atanh)
+LF_FLOAT1(erf, erf) LF_FLOAT1(erfc, erfc) LF_FLOAT1(lgamma, lgamma)
+LF_FLOAT2(atan2, atan2) LF_FLOAT2(fmod, fmod) LF_FLOAT2(copysign, copysign)
+LF_FLOAT2(hypot, hypot)
+LF_ANY1(neg, -a) LF_ANY1(abs, a < 0 ? -a : a) LF_ANY1(sign, (T(0) < a) - (a < T(0)))
+LF_ANY1(floor, a) LF_ANY1(ceil, a) LF_ANY1(round, a) LF_ANY1(trunc, a)
+LF_ANY1(bitwise_not, ~a) LF_ANY1(reciprocal, T(1) / a) LF_ANY1(rsqrt, T(1) / lf_sqrt(a))
+LF_ANY1(sigmoid, T(1) / (T(1) + lf_exp(-a)))
+LF_FLOAT1(abs, fabs) LF_FLOAT1(floor, floor) LF_FLOAT1(ceil, ceil) LF_FLOAT1(round, nearbyint)
+LF_FLOAT1(trunc, trunc)
+static inline bool lf_bitwise_not(bool a) { return !a; }
+LF_BOOL1(logical_not, !(a != 0)) LF_BOOL1(isnan, a != a) LF_BOOL1(isinf, false)
+static inline bool lf_isinf(float a) { return __builtin_isinf(a); }
+static inline bool lf_isinf(double a) { return __builtin_isinf(a); }
+LF_ANY2(add, a + b) LF_ANY2(sub, a - b) LF_ANY2(mul, a * b) LF_ANY2(div, a / b)
+LF_ANY2(maximum, a != a ? a : (b != b ? b : (a < b ? b : a)))
+LF_ANY2(minimum, a != a ? a : (b != b ? b : (b < a ? b : a)))
+LF_ANY2(bitwise_and, a & b) LF_ANY2(bitwise_or, a | b) LF_ANY2(bitwise_xor, a ^ b)
+LF_BOOL2(eq, a == b) LF_BOOL2(ne, a != b) LF_BOOL2(lt, a < b) LF_BOOL2(le, a <= b)
+LF_BOOL2(gt, a > b) LF_BOOL2(ge, a >= b)
+LF_BOOL2(logical_and, (a != 0) && (b != 0)) LF_BOOL2(logical_or, (a != 0) || (b != 0))
+LF_BOOL2(logical_xor, (a != 0) != (b != 0))
+template <class T> static inline T lf_pow(T a, T b) {
+  if (b < 0) return a == 1 ? T(1) : (a == -1 ? (T)((b & 1) ? -1 : 1) : T(0));
+  lf_i64 r = 1, x = a, e = b;
+  for (; e != 0; e >>= 1, x *= x) {
+    if (e & 1) r *= x;
+  }
+  return (T)r;
+}
+LF_FLOAT2(pow, pow)
+static inline float lf_remainder(float a, float b) {
+  float m = fmodf(a, b);
+  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
+}
+static inline double lf_remainder(double a, double b) {
+  double m = fmod(a, b);
+  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
+}
+)LF";
+
+// Arity of each kernel function the prelude defines; see Note [Kernel functions].
+struct CpuFunction {
+  const char* name;
+  int arity;
+};
+
+const CpuFunction kCpuFunctions[] = {
+    {"neg", 1},         {"abs", 1},         {"exp", 1},         {"exp2", 1},
+    {"expm1", 1},       {"log", 1},         {"log2", 1},        {"log10", 1},
+    {"log1p", 1},       {"sqrt", 1},        {"rsqrt", 1},       {"sin", 1},
+    {"cos", 1},         {"tan", 1},         {"asin", 1},        {"acos", 1},
+    {"atan", 1},        {"sinh", 1},        {"cosh", 1},        {"tanh", 1},
+    {"asinh", 1},       {"acosh", 1},       {"atanh", 1},       {"erf", 1},
+    {"erfc", 1},        {"sigmoid", 1},     {"floor", 1},       {"ceil", 1},
+    {"round", 1},       {"trunc", 1},       {"sign", 1},        {"reciprocal", 1},
+    {"logical_not", 1}, {"bitwise_not", 1}, {"isnan", 1},       {"isinf", 1},
+    {"lgamma", 1},      {"add", 2},         {"sub", 2},         {"mul", 2},
+    {"div", 2},         {"pow", 2},         {"atan2", 2},       {"fmod", 2},
+    {"remainder", 2},   {"maximum", 2},     {"minimum", 2},     {"eq", 2},
+    {"ne", 2},          {"lt", 2},          {"le", 2},          {"gt", 2},
+    {"ge", 2},          {"logical_and", 2}, {"logical_or", 2},  {"logical_xor", 2},
+    {"bitwise_and", 2}, {"bitwise_or", 2},  {"bitwise_xor", 2}, {"copysign", 2},
+    {"hypot", 2},
+};
+
+const char* cpuPrelude() {
+  return kCpuPrelude;
+}
+
+/// The number of arguments `fn` takes, or 0 when the prelude does not define it.
+int cpuFunctionArity(const std::string& fn) {
+  for (const CpuFunction& entry : kCpuFunctions) {
+    if (fn == entry.name) return entry.arity;
+  }
+  return 0;
+}
+
+/// The C type an instruction of `dtype` computes in; see Note [Kernel IR].
+const char* cpuComputeType(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Bool: return "bool";
+    case c10::ScalarType::Byte: return "lf_u8";
+    case c10::ScalarType::Char: return "signed char";
+    case c10::ScalarType::Short: return "short";
+    case c10::ScalarType::Int: return "int";
+    case c10::ScalarType::Long: return "lf_i64";
+    case c10::ScalarType::Float: return "float";
+    case c10::ScalarType::Double: return "double";
+    default: break;
+  }
+  LF_INTERNAL_ASSERT(false, "no CPU compute type for ", dtype);
+}
+
+/// Element type of a buffer: Bool is a byte read as `!= 0`; see Note [CPU prelude].
+const char* cpuStorageType(c10::ScalarType dtype) {
+  if (dtype == c10::ScalarType::Bool) return "lf_u8";
+  if (dtype == c10::ScalarType::Half) return "_Float16";
+  if (dtype == c10::ScalarType::BFloat16) return "unsigned short";
+  return cpuComputeType(dtype);
+}
+
+std::string cpuLiteral(c10::ScalarType dtype, double fvalue, int64_t ivalue) {
+  if (dtype == c10::ScalarType::Bool) return ivalue != 0 ? "true" : "false";
+  std::string type = cpuComputeType(dtype);
+  bool floating = dtype == c10::ScalarType::Float || dtype == c10::ScalarType::Double;
+  if (floating) return "(" + type + ")" + floatLiteral(fvalue);
+  return "(" + type + ")" + ixText(ixConst(ivalue));
+}
+
+/// The smallest (lowest) or largest value of a compute type: the identity of max (min).
+std::string cpuExtremeLiteral(c10::ScalarType dtype, bool lowest) {
+  double inf = lowest ? -INFINITY : INFINITY;
+  switch (dtype) {
+    case c10::ScalarType::Bool: return lowest ? "false" : "true";
+    case c10::ScalarType::Byte: return cpuLiteral(dtype, 0, lowest ? 0 : 255);
+    case c10::ScalarType::Char: return cpuLiteral(dtype, 0, lowest ? -128 : 127);
+    case c10::ScalarType::Short: return cpuLiteral(dtype, 0, lowest ? -32768 : 32767);
+    case c10::ScalarType::Int: return cpuLiteral(dtype, 0, lowest ? INT32_MIN : INT32_MAX);
+    case c10::ScalarType::Long: return cpuLiteral(dtype, 0, lowest ? INT64_MIN : INT64_MAX);
+    default: return cpuLiteral(dtype, inf, 0);
+  }
+}
+
+}  // namespace detail
+}  // namespace lazyfuse

@@ -1,0 +1,188 @@
+#include "lowering/kernel_builder.h"
+
+#include "lazy_ir/check.h"
+
+#include <sstream>
+
+namespace lazyfuse {
+
+c10::ScalarType computeType(c10::ScalarType dtype) {
+  if (dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16) {
+    return c10::ScalarType::Float;
+  }
+  return dtype;
+}
+
+bool returnsBool(const std::string& fn) {
+  static const char* const kBool[] = {"eq", "ne", "lt", "le", "gt", "ge", "logical_not",
+                                      "logical_and", "logical_or", "logical_xor", "isnan", "isinf"};
+  for (const char* name : kBool) {
+    if (fn == name) return true;
+  }
+  return false;
+}
+
+KernelBuilder::KernelBuilder(std::vector<int64_t> domain) { kernel_.domain = std::move(domain); }
+
+std::vector<IxPtr> KernelBuilder::identityIndex() const {
+  std::vector<IxPtr> index;
+  for (size_t d = 0; d < kernel_.domain.size(); ++d) {
+    index.push_back(kernel_.domain[d] == 1 ? ixConst(0) : ixVar(static_cast<int>(d)));
+  }
+  return index;
+}
+
+int32_t KernelBuilder::addBuffer(c10::ScalarType dtype, bool output) {
+  kernel_.buffers.push_back(KBuffer{dtype, output});
+  return static_cast<int32_t>(kernel_.buffers.size() - 1);
+}
+
+int32_t KernelBuilder::addParam(bool floating) {
+  kernel_.params.push_back(KParam{floating});
+  return static_cast<int32_t>(kernel_.params.size() - 1);
+}
+
+int32_t KernelBuilder::scopeFor(const KInstr& instr) const {
+  if (scope_ < 0) return -1;
+  if (instr.index && ixUsesRVar(instr.index)) return scope_;
+  for (KValue a : instr.args) {
+    if (kernel_.instrs[a].scope == scope_) return scope_;
+  }
+  return -1;  // depends on the point only: computed once per point, outside the loop
+}
+
+KValue KernelBuilder::append(KInstr instr) {
+  instr.scope = scopeFor(instr);
+  std::ostringstream key;
+  key << static_cast<int>(instr.op) << '|' << static_cast<int>(instr.dtype) << '|' << instr.fn
+      << '|' << instr.buffer << '|' << (instr.index ? ixText(instr.index) : "") << '|'
+      << instr.fvalue << '|' << instr.ivalue << '|' << instr.scope;
+  for (KValue a : instr.args) key << ',' << a;
+  auto [it, inserted] = seen_.emplace(key.str(), static_cast<KValue>(kernel_.instrs.size()));
+  if (inserted) kernel_.instrs.push_back(std::move(instr));
+  return it->second;
+}
+
+KValue KernelBuilder::load(int32_t buffer, IxPtr offset) {
+  KInstr instr;
+  instr.op = KOp::kLoad;
+  instr.dtype = computeType(kernel_.buffers.at(buffer).dtype);
+  instr.buffer = buffer;
+  instr.index = std::move(offset);
+  return append(std::move(instr));
+}
+
+KValue KernelBuilder::constant(double value, c10::ScalarType dtype) {
+  KInstr instr;
+  instr.op = KOp::kConst;
+  instr.dtype = computeType(dtype);
+  if (c10::isFloatingType(instr.dtype)) {
+    instr.fvalue = value;
+  } else {
+    instr.ivalue = static_cast<int64_t>(value);
+  }
+  return append(std::move(instr));
+}
+
+KValue KernelBuilder::param(int32_t slot, c10::ScalarType dtype) {
+  KInstr instr;
+  instr.op = KOp::kParam;
+  instr.dtype = computeType(dtype);
+  instr.ivalue = slot;
+  return append(std::move(instr));
+}
+
+KValue KernelBuilder::index(IxPtr ix) {
+  KInstr instr;
+  instr.op = KOp::kIndex;
+  instr.dtype = c10::ScalarType::Long;
+  instr.index = std::move(ix);
+  return append(std::move(instr));
+}
+
+KValue KernelBuilder::cast(KValue a, c10::ScalarType dtype) {
+  dtype = computeType(dtype);
+  if (dtypeOf(a) == dtype) return a;
+  KInstr instr;
+  instr.op = KOp::kCast;
+  instr.dtype = dtype;
+  instr.args = {a};
+  return append(std::move(instr));
+}
+
+KValue KernelBuilder::unary(const std::string& fn, KValue a) {
+  KInstr instr;
+  instr.op = KOp::kUnary;
+  instr.fn = fn;
+  instr.dtype = returnsBool(fn) ? c10::ScalarType::Bool : dtypeOf(a);
+  instr.args = {fn == "logical_not" ? cast(a, c10::ScalarType::Bool) : a};
+  return append(std::move(instr));
+}
+
+KValue KernelBuilder::binary(const std::string& fn, KValue a, KValue b) {
+  LF_INTERNAL_ASSERT(dtypeOf(a) == dtypeOf(b), "binary ", fn, " on ", dtypeOf(a), " and ",
+                     dtypeOf(b));
+  KInstr instr;
+  instr.op = KOp::kBinary;
+  instr.fn = fn;
+  instr.dtype = returnsBool(fn) ? c10::ScalarType::Bool : dtypeOf(a);
+  if (fn.rfind("logical_", 0) == 0) {
+    a = cast(a, c10::ScalarType::Bool);
+    b = cast(b, c10::ScalarType::Bool);
+  }
+  instr.args = {a, b};
+  return append(std::move(instr));
+}
+
+KValue KernelBuilder::where(KValue cond, KValue a, KValue b) {
+  LF_INTERNAL_ASSERT(dtypeOf(a) == dtypeOf(b), "where on ", dtypeOf(a), " and ", dtypeOf(b));
+  KInstr instr;
+  instr.op = KOp::kWhere;
+  instr.dtype = dtypeOf(a);
+  instr.args = {cast(cond, c10::ScalarType::Bool), a, b};
+  return append(std::move(instr));
+}
+
+KValue KernelBuilder::reduce(ReduceKind kind, c10::ScalarType acc, std::vector<int64_t> sizes,
+                             const std::function<KValue(const std::vector<IxPtr>&)>& body) {
+  LF_INTERNAL_ASSERT(scope_ < 0, "nested reductions");
+  const int32_t r = static_cast<int32_t>(kernel_.reductions.size());
+  std::vector<IxPtr> rvars;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    rvars.push_back(sizes[d] == 1 ? ixConst(0) : ixRVar(static_cast<int>(d)));
+  }
+  kernel_.reductions.push_back(KReduction{kind, std::move(sizes), -1, computeType(acc)});
+  scope_ = r;
+  KValue value = body(rvars);
+  const bool is_arg = kind == ReduceKind::kArgMax || kind == ReduceKind::kArgMin;
+  // An argmax folds the value itself; every other reduction folds in its accumulator type.
+  KValue folded = is_arg ? value : cast(value, acc);
+  if (kernel_.instrs[folded].scope != r) {
+    // The folded value does not change inside the loop; still give the loop a body of its own.
+    KInstr copy;
+    copy.op = KOp::kCast;
+    copy.dtype = dtypeOf(folded);
+    copy.args = {folded};
+    copy.index = ixRVar(0);  // marks the copy as part of the loop; the text is never rendered
+    folded = append(std::move(copy));
+  }
+  scope_ = -1;
+  kernel_.reductions[r].body = folded;
+  KInstr instr;
+  instr.op = KOp::kReduce;
+  instr.dtype = is_arg ? c10::ScalarType::Long : kernel_.reductions[r].dtype;
+  instr.ivalue = r;
+  return append(std::move(instr));
+}
+
+void KernelBuilder::store(KValue value, int32_t buffer, IxPtr offset) {
+  LF_INTERNAL_ASSERT(kernel_.instrs[value].scope < 0, "store of a value inside a reduction");
+  kernel_.stores.push_back(KStore{value, buffer, std::move(offset)});
+}
+
+Kernel KernelBuilder::finish(std::string name) && {
+  kernel_.name = std::move(name);
+  return std::move(kernel_);
+}
+
+}  // namespace lazyfuse

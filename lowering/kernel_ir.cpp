@@ -1,0 +1,197 @@
+#include "lowering/kernel_ir.h"
+
+#include "lazy_ir/check.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+namespace lazyfuse {
+namespace {
+
+// Note [Ix simplification]
+// The constructors fold only what is cheap and obviously right: constant operands, neutral and
+// absorbing constants, and a few nestings that make index math of views shorter. Constants are
+// moved to the right of kAdd and kMul so that `4 + v0` and `v0 + 4` get the same text (ixText
+// is used to merge equal loads). Every rule holds for the non-negative operands Note [Kernel IR]
+// promises; none of them needs to know the range of a variable.
+
+IxPtr make(IxOp op, IxPtr a, IxPtr b) {
+  auto ix = std::make_shared<Ix>();
+  ix->op = op;
+  ix->a = std::move(a);
+  ix->b = std::move(b);
+  return ix;
+}
+
+IxPtr leaf(IxOp op, int64_t value) {
+  auto ix = std::make_shared<Ix>();
+  ix->op = op;
+  ix->value = value;
+  return ix;
+}
+
+bool isConst(const IxPtr& ix) {
+  return ix->op == IxOp::kConst;
+}
+
+bool isConst(const IxPtr& ix, int64_t value) {
+  return ix->op == IxOp::kConst && ix->value == value;
+}
+
+/// Puts a constant operand of a commutative op on the right.
+void constToRight(IxPtr& a, IxPtr& b) {
+  if (isConst(a) && !isConst(b)) std::swap(a, b);
+}
+
+std::string constText(int64_t value) {
+  // -9223372036854775808 is not a literal in C: the minus applies to a number that overflows.
+  if (value == INT64_MIN) return "(-9223372036854775807LL - 1)";
+  std::string digits = std::to_string(value);
+  if (value > INT32_MAX || value < INT32_MIN) digits += "LL";
+  return value < 0 ? "(" + digits + ")" : digits;
+}
+
+bool isProductLike(const IxPtr& ix) {
+  return ix->op == IxOp::kMul || ix->op == IxOp::kDiv || ix->op == IxOp::kMod;
+}
+
+/// Text of an operand of `*`, `/` or `%`: a product-like operand gets parentheses, so that
+/// `(a * b) / c` and `a * (b / c)` stay apart; sums always carry their own.
+std::string factorText(const IxPtr& ix) {
+  std::string text = ixText(ix);
+  return isProductLike(ix) ? "(" + text + ")" : text;
+}
+
+}  // namespace
+
+IxPtr ixConst(int64_t value) {
+  return leaf(IxOp::kConst, value);
+}
+
+IxPtr ixVar(int index) {
+  LF_INTERNAL_ASSERT(index >= 0, "index variable v", index);
+  return leaf(IxOp::kVar, index);
+}
+
+IxPtr ixRVar(int index) {
+  LF_INTERNAL_ASSERT(index >= 0, "reduction variable r", index);
+  return leaf(IxOp::kRVar, index);
+}
+
+IxPtr ixAdd(IxPtr a, IxPtr b) {
+  LF_INTERNAL_ASSERT(a && b, "ixAdd of a null expression");
+  constToRight(a, b);
+  if (isConst(a) && isConst(b)) return ixConst(a->value + b->value);
+  if (isConst(b, 0)) return a;
+  // (x + c1) + c2 -> x + (c1 + c2): offsets of nested views collapse into one constant.
+  if (isConst(b) && a->op == IxOp::kAdd && isConst(a->b)) {
+    return ixAdd(a->a, ixConst(a->b->value + b->value));
+  }
+  return make(IxOp::kAdd, std::move(a), std::move(b));
+}
+
+IxPtr ixMul(IxPtr a, IxPtr b) {
+  LF_INTERNAL_ASSERT(a && b, "ixMul of a null expression");
+  constToRight(a, b);
+  if (isConst(a) && isConst(b)) return ixConst(a->value * b->value);
+  if (isConst(b, 0)) return b;
+  if (isConst(b, 1)) return a;
+  // (x * c1) * c2 -> x * (c1 * c2).
+  if (isConst(b) && a->op == IxOp::kMul && isConst(a->b)) {
+    return ixMul(a->a, ixConst(a->b->value * b->value));
+  }
+  return make(IxOp::kMul, std::move(a), std::move(b));
+}
+
+IxPtr ixDiv(IxPtr a, IxPtr b) {
+  LF_INTERNAL_ASSERT(a && b, "ixDiv of a null expression");
+  LF_INTERNAL_ASSERT(!isConst(b, 0), "index division by zero");
+  if (isConst(a) && isConst(b)) return ixConst(a->value / b->value);
+  if (isConst(a, 0) || isConst(b, 1)) return a;
+  if (isConst(b) && b->value > 0) {
+    // (x * c1) / c2 -> x * (c1 / c2) when c2 divides c1 (exact for non-negative x).
+    if (a->op == IxOp::kMul && isConst(a->b) && a->b->value % b->value == 0) {
+      return ixMul(a->a, ixConst(a->b->value / b->value));
+    }
+    // (x / c1) / c2 -> x / (c1 * c2), floor division of non-negative values.
+    if (a->op == IxOp::kDiv && isConst(a->b) && a->b->value > 0) {
+      return ixDiv(a->a, ixConst(a->b->value * b->value));
+    }
+  }
+  return make(IxOp::kDiv, std::move(a), std::move(b));
+}
+
+IxPtr ixMod(IxPtr a, IxPtr b) {
+  LF_INTERNAL_ASSERT(a && b, "ixMod of a null expression");
+  LF_INTERNAL_ASSERT(!isConst(b, 0), "index modulo by zero");
+  if (isConst(a) && isConst(b)) return ixConst(a->value % b->value);
+  if (isConst(b, 1)) return ixConst(0);
+  if (isConst(a, 0)) return a;
+  if (isConst(b) && b->value > 0) {
+    // (x * c1) % c2 -> 0 when c2 divides c1.
+    if (a->op == IxOp::kMul && isConst(a->b) && a->b->value % b->value == 0) return ixConst(0);
+    // (x % c1) % c2 -> x % c2 when c2 divides c1.
+    if (a->op == IxOp::kMod && isConst(a->b) && a->b->value % b->value == 0) {
+      return ixMod(a->a, std::move(b));
+    }
+  }
+  return make(IxOp::kMod, std::move(a), std::move(b));
+}
+
+IxPtr ixMin(IxPtr a, IxPtr b) {
+  LF_INTERNAL_ASSERT(a && b, "ixMin of a null expression");
+  if (isConst(a) && isConst(b)) return ixConst(std::min(a->value, b->value));
+  if (a == b) return a;
+  return make(IxOp::kMin, std::move(a), std::move(b));
+}
+
+IxPtr ixMax(IxPtr a, IxPtr b) {
+  LF_INTERNAL_ASSERT(a && b, "ixMax of a null expression");
+  if (isConst(a) && isConst(b)) return ixConst(std::max(a->value, b->value));
+  if (a == b) return a;
+  return make(IxOp::kMax, std::move(a), std::move(b));
+}
+
+// Sums always carry parentheses and `*`, `/`, `%` parenthesize product-like operands, so the
+// text parses back to exactly one tree: equal text means an equal expression. kMin and kMax
+// render as calls to the lf_imin/lf_imax helpers every target defines for 64-bit integers.
+std::string ixText(const IxPtr& ix) {
+  LF_INTERNAL_ASSERT(ix, "ixText of a null expression");
+  switch (ix->op) {
+    case IxOp::kVar: return "v" + std::to_string(ix->value);
+    case IxOp::kRVar: return "r" + std::to_string(ix->value);
+    case IxOp::kConst: return constText(ix->value);
+    case IxOp::kAdd: return "(" + ixText(ix->a) + " + " + ixText(ix->b) + ")";
+    case IxOp::kMul: return factorText(ix->a) + " * " + factorText(ix->b);
+    case IxOp::kDiv: return factorText(ix->a) + " / " + factorText(ix->b);
+    case IxOp::kMod: return factorText(ix->a) + " % " + factorText(ix->b);
+    case IxOp::kMin: return "lf_imin(" + ixText(ix->a) + ", " + ixText(ix->b) + ")";
+    case IxOp::kMax: return "lf_imax(" + ixText(ix->a) + ", " + ixText(ix->b) + ")";
+  }
+  LF_INTERNAL_ASSERT(false, "unknown index op ", static_cast<int>(ix->op));
+}
+
+bool ixUsesRVar(const IxPtr& ix) {
+  if (!ix) return false;
+  if (ix->op == IxOp::kRVar) return true;
+  return ixUsesRVar(ix->a) || ixUsesRVar(ix->b);
+}
+
+IxPtr ixOffset(const std::vector<IxPtr>& index, const std::vector<int64_t>& strides) {
+  LF_INTERNAL_ASSERT(index.size() == strides.size(), "index of rank ", index.size(), " with ",
+                     strides.size(), " strides");
+  IxPtr offset = ixConst(0);
+  for (size_t d = 0; d < index.size(); ++d) {
+    offset = ixAdd(offset, ixMul(index[d], ixConst(strides[d])));
+  }
+  return offset;
+}
+
+int64_t domainNumel(const Kernel& kernel) {
+  int64_t numel = 1;
+  for (int64_t size : kernel.domain) numel *= size;
+  return numel;
+}
+
+}  // namespace lazyfuse

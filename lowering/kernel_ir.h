@@ -1,0 +1,136 @@
+#pragma once
+
+// Note [Kernel IR]
+// A Kernel is one fused loop nest, the unit every target renders (C++ for the CPU here, CUDA C++
+// later). It iterates over `domain`, an N-d index space whose variables are v0..v{N-1}; each
+// point runs the outer-scope instructions in order and then the stores. A kReduce instruction
+// is a loop over its reduction's own index space (variables r0..r{M-1}) inside the point; the
+// instructions of that reduction's scope run once per reduced element and are emitted inside
+// that loop, all before the kReduce that closes it.
+//
+// Instructions are SSA: an instruction refers to earlier ones by their index in `instrs`.
+// Types: an instruction's `dtype` is the type it computes in and never Half or BFloat16 (a load
+// from such a buffer yields Float; a store of Float into one rounds to nearest even). The
+// arguments of a unary or binary function have the instruction's dtype, except comparisons and
+// the is* predicates, whose arguments share one dtype and whose result is Bool. Every integer
+// result wraps to its dtype, as eager integer arithmetic does.
+//
+// Index expressions are integers over the variables, never negative: lowerings clamp before
+// they divide. A load or store offset is in elements of its buffer.
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lazyfuse {
+
+enum class IxOp : uint8_t { kVar, kRVar, kConst, kAdd, kMul, kDiv, kMod, kMin, kMax };
+
+struct Ix;
+using IxPtr = std::shared_ptr<const Ix>;
+
+/// An integer index expression. kVar/kRVar: `value` is the variable's number; kConst: `value`.
+/// kDiv and kMod take non-negative operands (C division then equals floor division).
+struct Ix {
+  IxOp op = IxOp::kConst;
+  int64_t value = 0;
+  IxPtr a, b;
+};
+
+/// Constructors that fold constants and drop neutral operands (x*1, x+0, x*0 -> 0, ...).
+IxPtr ixConst(int64_t value);
+IxPtr ixVar(int index);
+IxPtr ixRVar(int index);
+IxPtr ixAdd(IxPtr a, IxPtr b);
+IxPtr ixMul(IxPtr a, IxPtr b);
+IxPtr ixDiv(IxPtr a, IxPtr b);
+IxPtr ixMod(IxPtr a, IxPtr b);
+IxPtr ixMin(IxPtr a, IxPtr b);
+IxPtr ixMax(IxPtr a, IxPtr b);
+/// C syntax for the expression, `v0`, `r1`, `(v0 * 1024 + v1)`; canonical, so equal text means
+/// an equal expression (used to merge equal loads).
+std::string ixText(const IxPtr& ix);
+/// True when `ix` uses a reduction variable.
+bool ixUsesRVar(const IxPtr& ix);
+/// sum(index[d] * strides[d]).
+IxPtr ixOffset(const std::vector<IxPtr>& index, const std::vector<int64_t>& strides);
+
+enum class KOp : uint8_t {
+  kLoad,    // buffers[buffer] at offset `index`
+  kConst,   // `fvalue` for floating dtypes, `ivalue` for integer and Bool
+  kParam,   // the kernel parameter `ivalue` (see KParam), converted to dtype
+  kIndex,   // the integer value of `index`, as Long
+  kUnary,   // fn(args[0]); see the list in Note [Kernel functions]
+  kBinary,  // fn(args[0], args[1])
+  kWhere,   // args[0] (Bool) ? args[1] : args[2]
+  kCast,    // args[0] converted to dtype (to Bool: != 0)
+  kReduce,  // the result of reductions[ivalue] at this point
+};
+
+// Note [Kernel functions]
+// Unary: neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh
+//   cosh tanh asinh acosh atanh erf erfc sigmoid floor ceil round (half to even) trunc sign
+//   reciprocal logical_not (Bool result) bitwise_not isnan isinf (Bool results) lgamma
+// Binary: add sub mul div (true division of floating values) pow atan2 fmod remainder (sign of
+//   the divisor, as torch.remainder) maximum minimum (NaN if either is NaN) eq ne lt le gt ge
+//   (Bool results) logical_and logical_or logical_xor (Bool) bitwise_and bitwise_or bitwise_xor
+//   copysign hypot
+// Integer division and remainder are not kernel functions: eager raises on a zero divisor, so
+// those ops run as ATen calls.
+
+struct KInstr {
+  KOp op = KOp::kConst;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::string fn;                // kUnary, kBinary
+  std::vector<int32_t> args;     // earlier instructions
+  int32_t buffer = -1;           // kLoad
+  IxPtr index;                   // kLoad, kIndex
+  double fvalue = 0;             // kConst
+  int64_t ivalue = 0;            // kConst, kParam (slot), kReduce (reduction)
+  int32_t scope = -1;            // -1: the point; k: inside reductions[k]'s loop
+};
+
+enum class ReduceKind : uint8_t { kSum, kProd, kMax, kMin, kArgMax, kArgMin };
+
+/// A loop over `sizes` (variables r0..) folding `body` (an instruction of this scope). kMax and
+/// kMin propagate NaN; kArgMax/kArgMin yield the flat reduced index (Long) of the first maximum
+/// (or first NaN), as eager does. `dtype` is the accumulator's and the result's type.
+struct KReduction {
+  ReduceKind kind = ReduceKind::kSum;
+  std::vector<int64_t> sizes;
+  int32_t body = -1;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+};
+
+struct KStore {
+  int32_t value = -1;  // an outer-scope instruction
+  int32_t buffer = -1;
+  IxPtr index;
+};
+
+struct KBuffer {
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  bool output = false;  // written by this kernel (never also read by it)
+};
+
+/// A runtime scalar: read from the int64 array when !floating, else from the double array.
+struct KParam {
+  bool floating = false;
+};
+
+struct Kernel {
+  std::string name;             // a C identifier, unique within its plan
+  std::vector<int64_t> domain;  // may be empty: a single point
+  std::vector<KBuffer> buffers;
+  std::vector<KParam> params;
+  std::vector<KReduction> reductions;
+  std::vector<KInstr> instrs;
+  std::vector<KStore> stores;
+};
+
+int64_t domainNumel(const Kernel& kernel);
+
+}  // namespace lazyfuse

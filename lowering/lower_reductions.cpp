@@ -1,0 +1,173 @@
+// Lowerings of reductions (sum, mean, amax, amin, prod, var, std, argmax, argmin) and of softmax,
+// log_softmax and layer norm, forward and backward, as reductions plus pointwise nodes.
+
+#include "lowering/lower_ops.h"
+
+#include <algorithm>
+
+namespace lazyfuse {
+namespace {
+
+using c10::ScalarType;
+using V = KValue;
+
+const LoopNode& input(LoweringCall& call) { return call.loop(*call.tensor(0)); }
+
+/// The reduced dimensions named by constant argument `arg` (None or [] means all), sorted.
+std::vector<int64_t> reducedDims(LoweringCall& call, std::optional<size_t> arg) {
+  const int64_t rank = input(call).sizes.size();
+  std::vector<int64_t> dims;
+  if (arg && !call.isNone(*arg)) {
+    const c10::IValue& v = call.constant(*arg);
+    dims = v.isInt() ? std::vector<int64_t>{v.toInt()} : v.toIntVector();
+  }
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
+  }
+  for (int64_t& d : dims) d = rank == 0 ? 0 : wrapDim(d, rank);
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  if (rank == 0) dims.clear();
+  return dims;
+}
+
+int64_t reducedCount(const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= sizes[d];
+  return n;
+}
+
+/// Sums and products accumulate in double (floating inputs) or int64 (integers and bool).
+ScalarType accumulator(ScalarType dtype) {
+  return c10::isFloatingType(dtype) ? ScalarType::Double : ScalarType::Long;
+}
+
+V castIn(LoopContext& c, V v, ScalarType t) { return c.ops().cast(v, t); }
+
+bool lowerSumLike(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim_arg,
+                  std::optional<size_t> keep_arg, bool mean) {
+  const ScalarType out = call.out().dtype;
+  const ScalarType acc = accumulator(mean ? out : out);
+  std::vector<int64_t> dims = reducedDims(call, dim_arg);
+  const bool keepdim = keep_arg && call.constant(*keep_arg).toBool();
+  const double count = static_cast<double>(reducedCount(input(call).sizes, dims));
+  ReduceFn pre = [acc](LoopContext& c, V v) { return castIn(c, v, acc); };
+  ReduceFn post = nullptr;
+  if (mean) {
+    post = [count](LoopContext& c, V s) {
+      return c.ops().binary("div", s, c.ops().constant(count, c.ops().dtypeOf(s)));
+    };
+  }
+  call.outputs = {call.reduce(*call.tensor(0), dims, keepdim, kind, acc, out, pre, post)};
+  return true;
+}
+
+bool lowerMinMax(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim_arg,
+                 std::optional<size_t> keep_arg) {
+  std::vector<int64_t> dims = reducedDims(call, dim_arg);
+  const bool keepdim = keep_arg && call.constant(*keep_arg).toBool();
+  const ScalarType t = computeType(input(call).dtype);
+  call.outputs = {call.reduce(*call.tensor(0), dims, keepdim, kind, t, call.out().dtype)};
+  return true;
+}
+
+/// var/std (correction form), two-pass: the mean first, then the sum of squared deviations.
+bool lowerVariance(LoweringCall& call, bool is_std) {
+  const LoopId x = *call.tensor(0);
+  std::vector<int64_t> dims = reducedDims(call, 1);
+  const bool keepdim = call.constant(3).toBool();
+  const double n = static_cast<double>(reducedCount(input(call).sizes, dims));
+  const ScalarType acc = ScalarType::Double;
+  LoopId mean = call.reduce(x, dims, /*keepdim=*/true, ReduceKind::kSum, acc, acc,
+                            [acc](LoopContext& c, V v) { return castIn(c, v, acc); },
+                            [n](LoopContext& c, V s) { return c.ops().binary("div", s, c.ops().constant(n, ScalarType::Double)); });
+  std::vector<int64_t> sizes = input(call).sizes;
+  LoopId sq = call.combine({x, mean}, sizes, acc, [acc](KernelBuilder& o, const std::vector<V>& v) {
+    V d = o.binary("sub", o.cast(v[0], acc), v[1]);
+    return o.binary("mul", d, d);
+  });
+  const bool default_correction = call.isNone(2);
+  LoweringCall copy = call;
+  ReduceFn post = [=](LoopContext& c, V s) mutable {
+    KernelBuilder& o = c.ops();
+    V corr = default_correction ? o.constant(1, acc) : copy.scalar(c, 2, acc);
+    V denom = o.binary("maximum", o.binary("sub", o.constant(n, acc), corr), o.constant(0, acc));
+    V var = o.binary("div", s, denom);
+    return is_std ? o.unary("sqrt", var) : var;
+  };
+  call.outputs = {call.reduce(sq, dims, keepdim, ReduceKind::kSum, acc, call.out().dtype, nullptr, post)};
+  return true;
+}
+
+bool lowerArg(LoweringCall& call, ReduceKind kind) {
+  std::vector<int64_t> dims = reducedDims(call, 1);
+  const bool keepdim = call.constant(2).toBool();
+  const ScalarType t = computeType(input(call).dtype);
+  call.outputs = {call.reduce(*call.tensor(0), dims, keepdim, kind, t, call.out().dtype)};
+  return true;
+}
+
+/// softmax and log_softmax over `dim`: max, then the sum of exp(x - max), then the output.
+bool lowerSoftmax(LoweringCall& call, bool log) {
+  const LoopId x = *call.tensor(0);
+  const std::vector<int64_t> sizes = input(call).sizes;
+  std::vector<int64_t> dims = reducedDims(call, 1);
+  const ScalarType t = computeType(call.out().dtype);
+  LoopId max = call.reduce(x, dims, true, ReduceKind::kMax, t, t,
+                           [t](LoopContext& c, V v) { return castIn(c, v, t); });
+  LoopId shifted = call.combine({x, max}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
+    // An all -inf row has max -inf: eager's result there is NaN, as is exp(-inf - -inf).
+    return o.binary("sub", o.cast(v[0], t), v[1]);
+  });
+  LoopId sum = call.reduce(shifted, dims, true, ReduceKind::kSum, t, t,
+                           [](LoopContext& c, V v) { return c.ops().unary("exp", v); });
+  call.outputs = {call.combine({shifted, sum}, sizes, call.out().dtype, [log](KernelBuilder& o, const std::vector<V>& v) {
+    if (log) return o.binary("sub", v[0], o.unary("log", v[1]));
+    return o.binary("div", o.unary("exp", v[0]), v[1]);
+  })};
+  return true;
+}
+
+/// softmax backward: y * (g - sum(g * y)); log_softmax backward: g - exp(y) * sum(g).
+bool lowerSoftmaxBackward(LoweringCall& call, bool log) {
+  const LoopId g = *call.tensor(0), y = *call.tensor(1);
+  const std::vector<int64_t> sizes = call.loop(g).sizes;
+  const int64_t rank = sizes.size();
+  std::vector<int64_t> dims = {rank == 0 ? 0 : wrapDim(call.constant(2).toInt(), rank)};
+  if (rank == 0) dims.clear();
+  const ScalarType t = computeType(call.out().dtype);
+  LoopId prod = log ? g : call.combine({g, y}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
+    return o.binary("mul", o.cast(v[0], t), o.cast(v[1], t));
+  });
+  LoopId sum = call.reduce(prod, dims, true, ReduceKind::kSum, t, t,
+                           [t](LoopContext& c, V v) { return castIn(c, v, t); });
+  call.outputs = {call.combine({g, y, sum}, sizes, call.out().dtype, [log, t](KernelBuilder& o, const std::vector<V>& v) {
+    V gv = o.cast(v[0], t), yv = o.cast(v[1], t);
+    if (log) return o.binary("sub", gv, o.binary("mul", o.unary("exp", yv), v[2]));
+    return o.binary("mul", yv, o.binary("sub", gv, v[2]));
+  })};
+  return true;
+}
+
+}  // namespace
+
+bool lowerReduction(LoweringCall& call, const std::string& op, const std::string& overload) {
+  if (op == "sum" && overload == "dim_IntList") return lowerSumLike(call, ReduceKind::kSum, 1, 2, false);
+  if (op == "sum" && overload.empty()) return lowerSumLike(call, ReduceKind::kSum, std::nullopt, std::nullopt, false);
+  if (op == "mean" && overload == "dim") return lowerSumLike(call, ReduceKind::kSum, 1, 2, true);
+  if (op == "mean" && overload.empty()) return lowerSumLike(call, ReduceKind::kSum, std::nullopt, std::nullopt, true);
+  if (op == "prod" && overload == "dim_int") return lowerSumLike(call, ReduceKind::kProd, 1, 2, false);
+  if (op == "prod" && overload.empty()) return lowerSumLike(call, ReduceKind::kProd, std::nullopt, std::nullopt, false);
+  if (op == "amax") return lowerMinMax(call, ReduceKind::kMax, 1, 2);
+  if (op == "amin") return lowerMinMax(call, ReduceKind::kMin, 1, 2);
+  if ((op == "var" || op == "std") && overload == "correction") return lowerVariance(call, op == "std");
+  if (op == "argmax") return lowerArg(call, ReduceKind::kArgMax);
+  if (op == "argmin") return lowerArg(call, ReduceKind::kArgMin);
+  if (op == "_softmax") return lowerSoftmax(call, false);
+  if (op == "_log_softmax") return lowerSoftmax(call, true);
+  if (op == "_softmax_backward_data") return lowerSoftmaxBackward(call, false);
+  if (op == "_log_softmax_backward_data") return lowerSoftmaxBackward(call, true);
+  return lowerNormalization(call, op, overload);
+}
+
+}  // namespace lazyfuse

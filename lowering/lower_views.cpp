@@ -1,0 +1,273 @@
+// Lowerings of views (*_copy), scatters and copies as index functions. See Note [Loop graph].
+
+#include "lowering/lower_ops.h"
+
+#include <algorithm>
+
+namespace lazyfuse {
+namespace {
+
+using c10::ScalarType;
+using Index = std::vector<IxPtr>;
+
+const std::vector<int64_t>& inSizes(LoweringCall& call) { return call.loop(*call.tensor(0)).sizes; }
+
+int64_t contiguousNumel(const std::vector<int64_t>& sizes, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t d = from; d < to; ++d) n *= sizes[d];
+  return n;
+}
+
+/// Any reshape: dims equal at both ends map directly, the middle goes through a flat index.
+Index reshapeIndex(const Index& out_index, const std::vector<int64_t>& out_sizes,
+                   const std::vector<int64_t>& in_sizes) {
+  size_t prefix = 0;
+  while (prefix < out_sizes.size() && prefix < in_sizes.size() &&
+         out_sizes[prefix] == in_sizes[prefix]) {
+    ++prefix;
+  }
+  size_t suffix = 0;
+  while (suffix < out_sizes.size() - prefix && suffix < in_sizes.size() - prefix &&
+         out_sizes[out_sizes.size() - 1 - suffix] == in_sizes[in_sizes.size() - 1 - suffix]) {
+    ++suffix;
+  }
+  const size_t out_mid = out_sizes.size() - suffix, in_mid = in_sizes.size() - suffix;
+  IxPtr flat = ixConst(0);
+  for (size_t d = prefix; d < out_mid; ++d) {
+    flat = ixAdd(flat, ixMul(out_index[d], ixConst(contiguousNumel(out_sizes, d + 1, out_mid))));
+  }
+  Index in_index(out_index.begin(), out_index.begin() + prefix);
+  for (size_t d = prefix; d < in_mid; ++d) {
+    if (in_sizes[d] == 1) {
+      in_index.push_back(ixConst(0));
+      continue;
+    }
+    IxPtr ix = ixDiv(flat, ixConst(contiguousNumel(in_sizes, d + 1, in_mid)));
+    in_index.push_back(d == prefix ? ix : ixMod(ix, ixConst(in_sizes[d])));
+  }
+  in_index.insert(in_index.end(), out_index.begin() + out_mid, out_index.end());
+  return in_index;
+}
+
+bool lowerReshape(LoweringCall& call) {
+  std::vector<int64_t> in = inSizes(call), out = call.out().sizes;
+  call.outputs = {call.view(*call.tensor(0), out, [in, out](const Index& index) {
+    return reshapeIndex(index, out, in);
+  })};
+  return true;
+}
+
+bool lowerPermute(LoweringCall& call, std::vector<int64_t> dims) {
+  const int64_t rank = static_cast<int64_t>(inSizes(call).size());
+  for (int64_t& d : dims) d = wrapDim(d, rank);
+  call.outputs = {call.view(*call.tensor(0), call.out().sizes, [dims](const Index& index) {
+    Index in(index.size());
+    for (size_t d = 0; d < dims.size(); ++d) in[dims[d]] = index[d];
+    return in;
+  })};
+  return true;
+}
+
+std::vector<int64_t> swapDims(int64_t rank, int64_t a, int64_t b) {
+  std::vector<int64_t> dims(rank);
+  for (int64_t d = 0; d < rank; ++d) dims[d] = d;
+  if (rank > 0) std::swap(dims[wrapDim(a, rank)], dims[wrapDim(b, rank)]);
+  return dims;
+}
+
+bool lowerExpand(LoweringCall& call) {
+  std::vector<int64_t> in = inSizes(call);
+  call.outputs = {call.view(*call.tensor(0), call.out().sizes, [in](const Index& index) {
+    return broadcastIndex(index, in);
+  })};
+  return true;
+}
+
+/// start, step and length of slice(dim, start, end, step) on a dimension of `size`, as eager.
+struct SliceRange {
+  int64_t start = 0, step = 1, length = 0;
+};
+SliceRange sliceRange(LoweringCall& call, int64_t size, size_t start_arg, int64_t length) {
+  SliceRange r;
+  r.step = call.constant(start_arg + 2).toInt();
+  r.length = length;
+  if (!call.isNone(start_arg)) r.start = call.constant(start_arg).toInt();
+  if (r.start < 0) r.start += size;
+  r.start = std::clamp<int64_t>(r.start, 0, size);
+  return r;
+}
+
+bool lowerSlice(LoweringCall& call) {
+  const int64_t dim = wrapDim(call.constant(1).toInt(), inSizes(call).size());
+  SliceRange r = sliceRange(call, inSizes(call)[dim], 2, call.out().sizes[dim]);
+  call.outputs = {call.view(*call.tensor(0), call.out().sizes, [dim, r](const Index& index) {
+    Index in = index;
+    in[dim] = ixAdd(ixMul(index[dim], ixConst(r.step)), ixConst(r.start));
+    return in;
+  })};
+  return true;
+}
+
+bool lowerSelect(LoweringCall& call) {
+  const std::vector<int64_t> in = inSizes(call);
+  const int64_t dim = wrapDim(call.constant(1).toInt(), in.size());
+  int64_t pos = call.constant(2).toInt();
+  if (pos < 0) pos += in[dim];
+  call.outputs = {call.view(*call.tensor(0), call.out().sizes, [dim, pos](const Index& index) {
+    Index result = index;
+    result.insert(result.begin() + dim, ixConst(pos));
+    return result;
+  })};
+  return true;
+}
+
+bool lowerDiagonal(LoweringCall& call) {
+  const std::vector<int64_t> in = inSizes(call);
+  const int64_t rank = in.size();
+  const int64_t offset = call.constant(1).toInt();
+  const int64_t d1 = wrapDim(call.constant(2).toInt(), rank), d2 = wrapDim(call.constant(3).toInt(), rank);
+  call.outputs = {call.view(*call.tensor(0), call.out().sizes, [=](const Index& index) {
+    Index result(rank);
+    size_t next = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != d1 && d != d2) result[d] = index[next++];
+    }
+    IxPtr diag = index.back();
+    result[d1] = ixAdd(diag, ixConst(std::max<int64_t>(-offset, 0)));
+    result[d2] = ixAdd(diag, ixConst(std::max<int64_t>(offset, 0)));
+    return result;
+  })};
+  return true;
+}
+
+/// base where the index is outside the scattered region, src (read at `src_index`) inside it.
+bool lowerScatter(LoweringCall& call, std::function<KValue(KernelBuilder&, const Index&)> inside,
+                  std::function<Index(const Index&)> src_index) {
+  const LoopId base = *call.tensor(0), src = *call.tensor(1);
+  const ScalarType t = computeType(call.out().dtype);
+  LoopNode node;
+  node.kind = LoopNode::kCompute;
+  node.dtype = call.out().dtype;
+  node.sizes = call.out().sizes;
+  node.inputs = {base, src};
+  node.remaps = true;
+  node.compute = [=](LoopContext& c, const Index& index) {
+    KernelBuilder& ops = c.ops();
+    KValue from_src = ops.cast(c.at(src, src_index(index)), t);
+    return ops.where(inside(ops, index), from_src, ops.cast(c.at(base, index), t));
+  };
+  call.outputs = {call.loops().add(std::move(node))};
+  return true;
+}
+
+bool lowerSliceScatter(LoweringCall& call) {
+  const std::vector<int64_t>& base = call.out().sizes;
+  const int64_t dim = wrapDim(call.constant(2).toInt(), base.size());
+  const int64_t length = call.loop(*call.tensor(1)).sizes.at(dim);
+  SliceRange r = sliceRange(call, base[dim], 3, length);
+  if (length == 0) return false;
+  auto inside = [dim, r](KernelBuilder& ops, const Index& index) {
+    KValue i = ops.index(index[dim]);
+    auto lng = [&](int64_t v) { return ops.constant(static_cast<double>(v), ScalarType::Long); };
+    KValue in_range = ops.binary("logical_and", ops.binary("ge", i, lng(r.start)),
+                                 ops.binary("lt", i, lng(r.start + (r.length - 1) * r.step + 1)));
+    KValue on_step = ops.binary("eq", ops.index(ixMod(ixMax(ixAdd(index[dim], ixConst(-r.start)), ixConst(0)), ixConst(r.step))), lng(0));
+    return ops.binary("logical_and", in_range, on_step);
+  };
+  auto src_index = [dim, r](const Index& index) {
+    Index in = index;
+    IxPtr rel = ixMax(ixAdd(index[dim], ixConst(-r.start)), ixConst(0));
+    in[dim] = ixMin(ixDiv(rel, ixConst(r.step)), ixConst(r.length - 1));
+    return in;
+  };
+  return lowerScatter(call, inside, src_index);
+}
+
+bool lowerSelectScatter(LoweringCall& call) {
+  const std::vector<int64_t>& base = call.out().sizes;
+  const int64_t dim = wrapDim(call.constant(2).toInt(), base.size());
+  int64_t pos = call.constant(3).toInt();
+  if (pos < 0) pos += base[dim];
+  auto inside = [dim, pos](KernelBuilder& ops, const Index& index) {
+    return ops.binary("eq", ops.index(index[dim]), ops.constant(static_cast<double>(pos), ScalarType::Long));
+  };
+  auto src_index = [dim](const Index& index) {
+    Index in = index;
+    in.erase(in.begin() + dim);
+    return in;
+  };
+  return lowerScatter(call, inside, src_index);
+}
+
+/// copy(self, src): src broadcast to self's shape, in self's dtype.
+bool lowerCopyInto(LoweringCall& call) {
+  call.outputs = {call.pointwise({1}, call.out().dtype, [](KernelBuilder&, const std::vector<KValue>& v) { return v[0]; })};
+  return true;
+}
+
+}  // namespace
+
+bool lowerView(LoweringCall& call, const std::string& op, const std::string& overload) {
+  if (op == "view_copy" && overload.empty()) return lowerReshape(call);
+  if (op == "_unsafe_view" || op == "_reshape_alias_copy" || op == "reshape") return lowerReshape(call);
+  if (op == "squeeze_copy" || op == "unsqueeze_copy") return lowerReshape(call);
+  if (op == "permute_copy") return lowerPermute(call, call.constant(1).toIntVector());
+  if (op == "transpose_copy") {
+    return lowerPermute(call, swapDims(inSizes(call).size(), call.constant(1).toInt(), call.constant(2).toInt()));
+  }
+  if (op == "t_copy") return lowerPermute(call, swapDims(inSizes(call).size(), 0, -1));
+  if (op == "expand_copy") return lowerExpand(call);
+  if (op == "slice_copy") return lowerSlice(call);
+  if (op == "select_copy") return lowerSelect(call);
+  if (op == "diagonal_copy") return lowerDiagonal(call);
+  if (op == "slice_scatter") return lowerSliceScatter(call);
+  if (op == "select_scatter") return lowerSelectScatter(call);
+  if (op == "copy") return lowerCopyInto(call);
+  if (op == "alias_copy" || op == "detach_copy" || op == "lift_fresh_copy" || op == "clone" ||
+      op == "_to_copy" || op == "contiguous") {
+    call.outputs = {call.pointwise({0}, call.out().dtype, [](KernelBuilder&, const std::vector<KValue>& v) { return v[0]; })};
+    return true;
+  }
+  return false;
+}
+
+bool lowerConstant(LoweringCall& call, const std::string& op, const std::string& overload) {
+  const ScalarType dtype = call.out().dtype;
+  auto fill = [&](std::vector<size_t> args, double value) {
+    call.outputs = {call.pointwise(args, dtype, [value, dtype](KernelBuilder& o, const std::vector<KValue>& v) {
+      return v.empty() ? o.constant(value, dtype) : v.back();
+    }, call.out().sizes)};
+    return true;
+  };
+  // Uninitialized memory may hold anything; zeros are as good a value as any.
+  if (op == "empty" || op == "empty_strided" || op == "empty_like" || op == "new_empty" ||
+      op == "new_empty_strided" || op == "zeros" || op == "zeros_like" || op == "new_zeros") {
+    return fill({}, 0);
+  }
+  if (op == "ones" || op == "ones_like" || op == "new_ones") return fill({}, 1);
+  if (op == "fill" || op == "full_like") return fill({1}, 0);
+  if (op == "full" || op == "scalar_tensor" || op == "new_full") return fill({op == "new_full" ? 2u : (op == "full" ? 1u : 0u)}, 0);
+  if (op == "arange" && (overload.empty() || overload == "start" || overload == "start_step")) {
+    const bool has_start = !overload.empty();
+    const ScalarType t = c10::isFloatingType(dtype) ? ScalarType::Double : ScalarType::Long;
+    std::vector<size_t> args = has_start ? std::vector<size_t>{0} : std::vector<size_t>{};
+    if (overload == "start_step") args.push_back(2);
+    LoopNode node;
+    node.kind = LoopNode::kCompute;
+    node.dtype = dtype;
+    node.sizes = call.out().sizes;
+    LoweringCall copy = call;
+    node.compute = [copy, args, t, dtype](LoopContext& c, const Index& index) mutable {
+      KernelBuilder& o = c.ops();
+      KValue start = args.empty() ? o.constant(0, t) : copy.scalar(c, args[0], t);
+      KValue step = args.size() < 2 ? o.constant(1, t) : copy.scalar(c, args[1], t);
+      KValue i = o.cast(o.index(index.at(0)), t);
+      return o.cast(o.binary("add", start, o.binary("mul", i, step)), dtype);
+    };
+    call.outputs = {call.loops().add(std::move(node))};
+    return true;
+  }
+  return false;
+}
+
+}  // namespace lazyfuse

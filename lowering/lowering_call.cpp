@@ -1,0 +1,183 @@
+#include "lowering/lowering_call.h"
+
+#include "lazy_ir/check.h"
+
+namespace lazyfuse {
+
+std::vector<IxPtr> broadcastIndex(const std::vector<IxPtr>& index,
+                                  const std::vector<int64_t>& sizes) {
+  LF_INTERNAL_ASSERT(sizes.size() <= index.size(), "broadcast of rank ", sizes.size(), " to ",
+                     index.size());
+  std::vector<IxPtr> result;
+  const size_t lead = index.size() - sizes.size();
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    result.push_back(sizes[d] == 1 ? ixConst(0) : index[lead + d]);
+  }
+  return result;
+}
+
+int64_t wrapDim(int64_t dim, int64_t rank) {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  return dim < 0 ? dim + r : dim;
+}
+
+LoweringCall::LoweringCall(LoopGraph& loops, const Node& node, int32_t position,
+                           std::vector<LoopId> inputs)
+    : loops_(loops), node_(node), position_(position), inputs_(std::move(inputs)) {
+  int32_t next_input = 0;
+  int32_t next_param = 0;
+  for (const ArgSlot& slot : attrs().args) {
+    ArgSource source;
+    source.kind = slot.kind;
+    switch (slot.kind) {
+      case ArgKind::kTensor: source.count = 1; break;
+      case ArgKind::kOptionalTensor: source.count = slot.present.at(0); break;
+      case ArgKind::kTensorList:
+      case ArgKind::kOptionalTensorList:
+        for (uint8_t p : slot.present) source.count += p;
+        break;
+      case ArgKind::kParam: source.param = next_param++; break;
+      case ArgKind::kConstant: break;
+    }
+    source.input = next_input;
+    next_input += source.count;
+    sources_.push_back(source);
+  }
+}
+
+std::optional<LoopId> LoweringCall::tensor(size_t arg) const {
+  const ArgSource& s = sources_.at(arg);
+  if (s.count == 0 || s.kind == ArgKind::kParam || s.kind == ArgKind::kConstant) {
+    return std::nullopt;
+  }
+  return inputs_.at(s.input);
+}
+
+bool LoweringCall::isNone(size_t arg) const {
+  // A None Scalar can be a parameter: its kind (None or not) is in the graph hash.
+  const ArgSource& s = sources_.at(arg);
+  if (s.kind == ArgKind::kParam) return node_.params().at(s.param).isNone();
+  return s.kind == ArgKind::kConstant && constant(arg).isNone();
+}
+
+c10::Scalar LoweringCall::scalarValue(size_t arg) const {
+  const ArgSource& s = sources_.at(arg);
+  const c10::IValue& v = s.kind == ArgKind::kParam ? node_.params().at(s.param) : constant(arg);
+  if (v.isTensor()) return v.toTensor().item();
+  return v.toScalar();
+}
+
+KValue LoweringCall::argAt(LoopContext& c, size_t arg, const std::vector<IxPtr>& index) {
+  const ArgSource& s = sources_.at(arg);
+  if (s.kind == ArgKind::kParam) {
+    const c10::IValue& v = node_.params().at(s.param);
+    c10::ScalarType type = v.isTensor() ? v.toTensor().scalar_type()
+                           : v.toScalar().isFloatingPoint() ? c10::ScalarType::Double
+                           : v.toScalar().isBoolean() ? c10::ScalarType::Bool
+                                                       : c10::ScalarType::Long;
+    return c.param(position_, s.param, type);
+  }
+  if (s.kind == ArgKind::kConstant) {
+    c10::Scalar value = constant(arg).toScalar();
+    if (value.isFloatingPoint()) return c.ops().constant(value.toDouble(), c10::ScalarType::Double);
+    if (value.isBoolean()) return c.ops().constant(value.toBool(), c10::ScalarType::Bool);
+    return c.ops().constant(static_cast<double>(value.toLong()), c10::ScalarType::Long);
+  }
+  LoopId id = inputs_.at(s.input);
+  return c.at(id, broadcastIndex(index, loops_[id].sizes));
+}
+
+KValue LoweringCall::scalar(LoopContext& c, size_t arg, c10::ScalarType dtype) {
+  return c.ops().cast(argAt(c, arg, {}), dtype);
+}
+
+LoopId LoweringCall::pointwise(std::vector<size_t> args, c10::ScalarType dtype, PointwiseBody body,
+                               std::optional<std::vector<int64_t>> sizes) {
+  LoopNode node;
+  node.kind = LoopNode::kCompute;
+  node.dtype = dtype;
+  node.sizes = sizes ? *sizes : out().sizes;
+  node.position = position_;
+  for (size_t arg : args) {
+    if (auto id = tensor(arg)) node.inputs.push_back(*id);
+  }
+  node.compute = [this_call = *this, args, body, dtype](LoopContext& c,
+                                                        const std::vector<IxPtr>& index) mutable {
+    std::vector<KValue> values;
+    for (size_t arg : args) values.push_back(this_call.argAt(c, arg, index));
+    return c.ops().cast(body(c.ops(), values), dtype);
+  };
+  return loops_.add(std::move(node));
+}
+
+LoopId LoweringCall::combine(std::vector<LoopId> inputs, std::vector<int64_t> sizes,
+                             c10::ScalarType dtype, PointwiseBody body) {
+  LoopNode node;
+  node.kind = LoopNode::kCompute;
+  node.dtype = dtype;
+  node.sizes = std::move(sizes);
+  node.position = position_;
+  node.inputs = inputs;
+  const LoopGraph* loops = &loops_;
+  node.compute = [loops, inputs, body, dtype](LoopContext& c, const std::vector<IxPtr>& index) {
+    std::vector<KValue> values;
+    for (LoopId id : inputs) values.push_back(c.at(id, broadcastIndex(index, (*loops)[id].sizes)));
+    return c.ops().cast(body(c.ops(), values), dtype);
+  };
+  return loops_.add(std::move(node));
+}
+
+LoopId LoweringCall::view(LoopId input, std::vector<int64_t> sizes, IndexMap map) {
+  LoopNode node;
+  node.kind = LoopNode::kCompute;
+  node.is_view = true;
+  node.remaps = true;
+  node.dtype = loops_[input].dtype;
+  node.sizes = std::move(sizes);
+  node.position = position_;
+  node.inputs = {input};
+  node.compute = [input, map](LoopContext& c, const std::vector<IxPtr>& index) {
+    return c.at(input, map(index));
+  };
+  return loops_.add(std::move(node));
+}
+
+LoopId LoweringCall::reduce(LoopId input, std::vector<int64_t> dims, bool keepdim,
+                            ReduceKind kind, c10::ScalarType acc, c10::ScalarType dtype,
+                            ReduceFn pre, ReduceFn post) {
+  const std::vector<int64_t> in_sizes = loops_[input].sizes;
+  std::vector<bool> reduced(in_sizes.size(), false);
+  std::vector<int64_t> out_sizes, rsizes;
+  for (int64_t d : dims) reduced.at(d) = true;
+  for (size_t d = 0; d < in_sizes.size(); ++d) {
+    if (reduced[d]) rsizes.push_back(in_sizes[d]);
+    if (!reduced[d] || keepdim) out_sizes.push_back(reduced[d] ? 1 : in_sizes[d]);
+  }
+  LoopNode node;
+  node.kind = LoopNode::kReduce;
+  node.dtype = dtype;
+  node.sizes = out_sizes;
+  node.position = position_;
+  node.inputs = {input};
+  node.compute = [=](LoopContext& c, const std::vector<IxPtr>& index) {
+    KernelBuilder& ops = c.ops();
+    KValue folded = ops.reduce(kind, acc, rsizes, [&](const std::vector<IxPtr>& rvars) {
+      std::vector<IxPtr> in_index;
+      size_t next_out = 0, next_r = 0;
+      for (size_t d = 0; d < in_sizes.size(); ++d) {
+        if (reduced[d]) {
+          in_index.push_back(rvars[next_r++]);
+          if (keepdim) ++next_out;
+        } else {
+          in_index.push_back(index[next_out++]);
+        }
+      }
+      KValue v = c.at(input, in_index);
+      return pre ? pre(c, v) : v;
+    });
+    return ops.cast(post ? post(c, folded) : folded, dtype);
+  };
+  return loops_.add(std::move(node));
+}
+
+}  // namespace lazyfuse

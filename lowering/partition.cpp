@@ -1,0 +1,282 @@
+// Note [Fusion partitioning]
+// 1. Lower: every ATen node becomes loop nodes (Note [Loop graph]) or, when it cannot, an extern
+//    step whose outputs are buffers.
+// 2. Realize: a loop node is written to memory when it is a graph output, feeds an extern step,
+//    is a reduction, or is used by several consumers that cannot share one kernel with it
+//    (a reduction, or a consumer of other sizes). Everything else is inlined into its users;
+//    views are always inlined (recomputing an index is free).
+// 3. Group: realized nodes are visited in graph order; each joins the first kernel of the same
+//    domain (its sizes) whose step comes after everything it reads, or whose members it reads at
+//    its own index (a fused epilogue); otherwise it opens a new kernel step. Extern steps keep
+//    graph order. Every node is visited once and every edge a bounded number of times per
+//    realized node, so this is near-linear in graph size.
+// 4. Emit: each kernel is built by running its members' lowerings at the identity index.
+#include "lowering/passes.h"
+
+#include "lowering/kernel_emitter.h"
+#include "lowering/lowerings.h"
+#include "lazy_ir/check.h"
+
+namespace lazyfuse {
+namespace {
+
+bool supportedDtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool: case c10::ScalarType::Byte: case c10::ScalarType::Char:
+    case c10::ScalarType::Short: case c10::ScalarType::Int: case c10::ScalarType::Long:
+    case c10::ScalarType::Half: case c10::ScalarType::BFloat16: case c10::ScalarType::Float:
+    case c10::ScalarType::Double:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Whether the kernels can compute this node: plain dtypes, no empty tensors, no written args.
+bool lowerable(const Graph& graph, uint32_t position) {
+  const Node& node = *graph.nodes()[position];
+  const AtenCallAttrs& attrs = node.aten();
+  for (const ArgSlot& slot : attrs.args) {
+    if (slot.mutated) return false;
+  }
+  for (const TensorMeta& out : attrs.outputs) {
+    if (!supportedDtype(out.dtype) || out.numel() == 0) return false;
+  }
+  for (const NodeRef& ref : graph.inputsOf(position)) {
+    const TensorMeta& in = graph.nodes()[ref.position]->outputMeta(ref.index);
+    if (!supportedDtype(in.dtype) || in.numel() == 0) return false;
+  }
+  return true;
+}
+
+class Partitioner {
+ public:
+  explicit Partitioner(const Graph& graph) : graph_(graph), p_(graph.nodes().size()) {}
+
+  void run(ExecutionPlan& plan) {
+    lowerNodes();
+    markRealized();
+    group();
+    emitKernels(graph_, p_, plan);
+  }
+
+ private:
+  void lowerNodes() {
+    for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
+      const Node& node = *graph_.nodes()[pos];
+      if (node.kind() == OpKind::kDeviceData) {
+        p_.node_loops[pos] = {addBuffer(pos, 0, node.outputMeta(0))};
+        continue;
+      }
+      if (lowerable(graph_, pos) && tryLower(pos)) continue;
+      p_.is_extern[pos] = true;
+      for (uint32_t k = 0; k < node.numOutputs(); ++k) {
+        p_.node_loops[pos].push_back(addBuffer(pos, k, node.outputMeta(k)));
+      }
+    }
+  }
+
+  LoopId addBuffer(uint32_t pos, uint32_t k, const TensorMeta& meta) {
+    LoopNode node;
+    node.kind = LoopNode::kBuffer;
+    node.dtype = meta.dtype;
+    node.sizes = meta.sizes;
+    node.source = NodeRef{pos, k};
+    node.position = static_cast<int32_t>(pos);
+    return addLoop(std::move(node), NodeRef{pos, k});
+  }
+
+  LoopId addLoop(LoopNode node, std::optional<NodeRef> ref) {
+    LoopId id = p_.loops.add(std::move(node));
+    p_.ref_of.resize(p_.loops.nodes.size());
+    if (ref) p_.ref_of[id] = *ref;
+    return id;
+  }
+
+  bool tryLower(uint32_t pos) {
+    const Node& node = *graph_.nodes()[pos];
+    std::vector<LoopId> inputs;
+    for (const NodeRef& ref : graph_.inputsOf(pos)) inputs.push_back(p_.node_loops[ref.position].at(ref.index));
+    const size_t before = p_.loops.nodes.size();
+    LoweringCall call(p_.loops, node, static_cast<int32_t>(pos), inputs);
+    bool ok = false;
+    try {
+      ok = lowerCall(call) && call.outputs.size() == node.numOutputs();
+    } catch (const c10::Error&) {
+      ok = false;  // an argument form the lowering does not know: run the ATen kernel instead
+    }
+    p_.ref_of.resize(p_.loops.nodes.size());
+    if (!ok) return false;
+    for (uint32_t k = 0; k < call.outputs.size(); ++k) {
+      LoopId id = call.outputs[k];
+      LF_INTERNAL_ASSERT(id >= static_cast<LoopId>(before) && !p_.ref_of[id],
+                         node.opName(), " returned a loop node it did not make");
+      const TensorMeta& meta = node.outputMeta(k);
+      LF_INTERNAL_ASSERT(p_.loops[id].sizes == meta.sizes && p_.loops[id].dtype == meta.dtype,
+                         node.opName(), " output ", k, " lowered with another shape or dtype");
+      p_.ref_of[id] = NodeRef{pos, k};
+    }
+    p_.node_loops[pos] = call.outputs;
+    return true;
+  }
+
+  void markRealized() {
+    const size_t n = p_.loops.nodes.size();
+    p_.realized.assign(n, false);
+    std::vector<bool> live(n, false);
+    std::vector<LoopId> stack;
+    auto need = [&](LoopId id) {
+      p_.realized[id] = true;
+      stack.push_back(id);
+    };
+    for (const NodeRef& out : graph_.outputs()) need(p_.node_loops[out.position].at(out.index));
+    for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
+      if (!p_.is_extern[pos]) continue;
+      for (const NodeRef& ref : graph_.inputsOf(pos)) need(p_.node_loops[ref.position].at(ref.index));
+      for (LoopId id : p_.node_loops[pos]) live[id] = true;
+    }
+    while (!stack.empty()) {
+      LoopId id = stack.back();
+      stack.pop_back();
+      if (live[id]) continue;
+      live[id] = true;
+      for (LoopId in : p_.loops[id].inputs) stack.push_back(in);
+    }
+    std::vector<std::vector<LoopId>> users(n);
+    for (LoopId id = 0; id < static_cast<LoopId>(n); ++id) {
+      if (!live[id]) continue;
+      for (LoopId in : p_.loops[id].inputs) users[in].push_back(id);
+      const LoopNode& node = p_.loops[id];
+      if (node.kind != LoopNode::kCompute) p_.realized[id] = true;
+    }
+    for (LoopId id = static_cast<LoopId>(n) - 1; id >= 0; --id) {
+      if (live[id] && !p_.realized[id] && !p_.loops[id].is_view && !readsOnlyMemory(id) &&
+          sharedAcrossKernels(id, users)) {
+        p_.realized[id] = true;
+      }
+    }
+    p_.live = std::move(live);
+  }
+
+  /// True when every input of `id` is in memory (through views): recomputing it reads what
+  /// reading it back would, so it is never worth writing.
+  bool readsOnlyMemory(LoopId id) const {
+    std::vector<LoopId> stack = p_.loops[id].inputs;
+    while (!stack.empty()) {
+      const LoopNode& in = p_.loops[stack.back()];
+      stack.pop_back();
+      if (in.kind != LoopNode::kCompute) continue;
+      if (!in.is_view) return false;
+      stack.insert(stack.end(), in.inputs.begin(), in.inputs.end());
+    }
+    return true;
+  }
+
+  /// Whether `id`'s consumers (looking through views) may end up in different kernels.
+  bool sharedAcrossKernels(LoopId id, const std::vector<std::vector<LoopId>>& users) const {
+    std::vector<LoopId> consumers;
+    std::vector<LoopId> stack = users[id];
+    bool through_view = false;
+    while (!stack.empty()) {
+      LoopId u = stack.back();
+      stack.pop_back();
+      if (p_.loops[u].is_view && !p_.realized[u]) {
+        through_view = true;
+        stack.insert(stack.end(), users[u].begin(), users[u].end());
+        continue;
+      }
+      consumers.push_back(u);
+    }
+    if (consumers.size() <= 1) return false;
+    if (through_view) return true;
+    for (LoopId u : consumers) {
+      const LoopNode& user = p_.loops[u];
+      if (user.kind != LoopNode::kCompute || user.sizes != p_.loops[id].sizes) return true;
+    }
+    return false;
+  }
+
+  void group();
+  bool canJoin(LoopId id, const KernelGroup& g, int32_t gid) const;
+  void collectReads(LoopId id, std::vector<std::pair<LoopId, bool>>& reads) const;
+
+  const Graph& graph_;
+  Partition p_;
+};
+
+/// The realized nodes `id` reads, each with whether every read is at `id`'s own index.
+void Partitioner::collectReads(LoopId id, std::vector<std::pair<LoopId, bool>>& reads) const {
+  const LoopNode& root = p_.loops[id];
+  std::vector<std::pair<LoopId, bool>> stack;
+  const bool root_identity = root.kind == LoopNode::kCompute && !root.remaps;
+  for (LoopId in : root.inputs) stack.push_back({in, root_identity && p_.loops[in].sizes == root.sizes});
+  while (!stack.empty()) {
+    auto [node_id, identity] = stack.back();
+    stack.pop_back();
+    if (p_.realized[node_id]) {
+      reads.push_back({node_id, identity});
+      continue;
+    }
+    const LoopNode& node = p_.loops[node_id];
+    for (LoopId in : node.inputs) {
+      stack.push_back({in, identity && !node.remaps && p_.loops[in].sizes == root.sizes});
+    }
+  }
+}
+
+bool Partitioner::canJoin(LoopId id, const KernelGroup& g, int32_t gid) const {
+  std::vector<std::pair<LoopId, bool>> reads;
+  collectReads(id, reads);
+  for (auto [dep, identity] : reads) {
+    if (p_.group_of[dep] == gid) {
+      if (!identity) return false;
+      continue;
+    }
+    if (p_.step_of[dep] >= g.step) return false;
+  }
+  return true;
+}
+
+void Partitioner::group() {
+  const size_t n = p_.loops.nodes.size();
+  p_.group_of.assign(n, -1);
+  p_.step_of.assign(n, -1);
+  for (LoopId id = 0; id < static_cast<LoopId>(n); ++id) {
+    if (!p_.live[id] || !p_.realized[id]) continue;
+    const LoopNode& node = p_.loops[id];
+    if (node.kind == LoopNode::kBuffer) {
+      const uint32_t pos = node.source.position;
+      if (!p_.is_extern[pos]) continue;  // device data: read from the start
+      if (p_.extern_step[pos] < 0) {
+        p_.extern_step[pos] = static_cast<int32_t>(p_.steps.size());
+        p_.steps.push_back({-1, pos});
+      }
+      p_.step_of[id] = p_.extern_step[pos];
+      continue;
+    }
+    int32_t chosen = -1;
+    for (int32_t gid = 0; gid < static_cast<int32_t>(p_.groups.size()) && chosen < 0; ++gid) {
+      if (p_.groups[gid].domain == node.sizes && canJoin(id, p_.groups[gid], gid)) chosen = gid;
+    }
+    if (chosen < 0) {
+      chosen = static_cast<int32_t>(p_.groups.size());
+      p_.groups.push_back(KernelGroup{node.sizes, {}, static_cast<int32_t>(p_.steps.size())});
+      p_.steps.push_back({chosen, 0});
+    }
+    p_.groups[chosen].members.push_back(id);
+    p_.group_of[id] = chosen;
+    p_.step_of[id] = p_.groups[chosen].step;
+  }
+}
+
+}  // namespace
+
+Partition::Partition(size_t num_nodes)
+    : node_loops(num_nodes), is_extern(num_nodes, false), extern_step(num_nodes, -1) {}
+
+bool partitionGraph(const Graph& graph, ExecutionPlan& plan) {
+  Partitioner(graph).run(plan);
+  return !plan.steps.empty();
+}
+
+}  // namespace lazyfuse
