@@ -97,8 +97,12 @@ test: install
 test-cpp: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# Then the training-parity and view/mutation tests again with every graph compiled into fused
+# kernels (by default only graphs with enough work are; test_fusion.py forces it itself).
 test-python: build
 	$(PY) -m pytest test/python -q
+	LAZYFUSE_FUSION=always $(PY) -m pytest -q \
+	  test/python/test_autograd_training.py test/python/test_views_mutation.py
 
 # OPINFO_SUBSET=ci runs the smaller fixed subset (every OpInfo at least once in float32).
 OPINFO_SUBSET ?= full
@@ -122,6 +126,7 @@ demo: build
 
 bench: build
 	$(PY) bench/trace_overhead.py
+	$(PY) bench/fusion_cpu.py
 
 # ---- cleaning ------------------------------------------------------------------------------------
 

@@ -156,6 +156,21 @@ class Partitioner {
       }
     }
     p_.live = std::move(live);
+    capInlineDepth();
+  }
+
+  /// Realizes every kMaxInlineDepth-th node of a long inlined chain: kernels are built by
+  /// recursion through inlined nodes, and memory traffic is cheap next to a stack overflow.
+  void capInlineDepth() {
+    constexpr int32_t kMaxInlineDepth = 256;
+    std::vector<int32_t> depth(p_.loops.nodes.size(), 0);
+    for (LoopId id = 0; id < static_cast<LoopId>(depth.size()); ++id) {
+      if (!p_.live[id] || p_.realized[id]) continue;
+      for (LoopId in : p_.loops[id].inputs) depth[id] = std::max(depth[id], depth[in] + 1);
+      if (depth[id] < kMaxInlineDepth) continue;
+      p_.realized[id] = true;
+      depth[id] = 0;
+    }
   }
 
   /// True when every input of `id` is in memory (through views): recomputing it reads what
