@@ -194,8 +194,6 @@ def test_boolean_mask_assignment_shape_error_at_op():
     check_raises_at_op([x, x > 0, torch.ones(100)], lambda a, m, v: a.__setitem__(m, v))
 
 
-@pytest.mark.xfail(reason="library bug: a tensor whose graph failed stays pending, so every later "
-                   "mark_step raises the same error while it is alive", strict=True)
 def test_failed_sync_does_not_break_later_mark_steps():
     x = torch.arange(5.0).to("lazy")
     bad = x[torch.tensor([9], device="lazy")]  # only found to be out of range when it runs
@@ -208,6 +206,29 @@ def test_failed_sync_does_not_break_later_mark_steps():
     y = x * 3
     lazyfuse.mark_step()
     torch.testing.assert_close(y.cpu(), torch.arange(5.0) * 3)
+
+
+def test_tensor_of_a_failed_sync_raises_when_used_again():
+    x = torch.arange(5.0).to("lazy")
+    bad = x[torch.tensor([9], device="lazy")]
+    with pytest.raises(IndexError):
+        bad.cpu()
+    for use in (lambda: bad.cpu(), lambda: bad + 1, lambda: lazyfuse.sync(bad)):
+        with pytest.raises(RuntimeError, match="failed at sync with: .*out of bounds"):
+            use()
+    lazyfuse.mark_step()
+
+
+def test_failed_mark_step_keeps_the_values_that_do_not_depend_on_the_failure():
+    x = torch.arange(5.0).to("lazy")
+    good = x * 2
+    bad = x[torch.tensor([9], device="lazy")] + 1
+    with pytest.raises(IndexError):
+        lazyfuse.mark_step()
+    lazyfuse.mark_step()
+    torch.testing.assert_close(good.cpu(), torch.arange(5.0) * 2)
+    with pytest.raises(RuntimeError, match="failed at sync"):
+        bad.cpu()
 
 
 def test_other_tensors_compute_after_a_failed_sync():
