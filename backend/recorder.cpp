@@ -275,7 +275,10 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
 }
 
 bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {
-  if (traits.counter_name != "aten::index" && traits.counter_name != "aten::_index_put_impl") {
+  // x[mask] = v reaches us as the functional aten::index_put (Functionalize rewrites index_put_);
+  // _index_put_impl is what index_put_ decomposes into where nothing functionalizes it.
+  const std::string& name = traits.counter_name;
+  if (name != "aten::index" && name != "aten::index_put" && name != "aten::_index_put_impl") {
     return false;
   }
   for (const c10::IValue& v : args) {

@@ -187,8 +187,6 @@ def test_index_error_at_op(inputs, op):
     check_raises_at_op(inputs, op)
 
 
-@pytest.mark.xfail(reason="library bug: a boolean-mask index_put is recorded instead of run "
-                   "eagerly, so a value-count mismatch is found at sync", strict=True)
 def test_boolean_mask_assignment_shape_error_at_op():
     x = data(4, 5)
     check_raises_at_op([x, x > 0, torch.ones(100)], lambda a, m, v: a.__setitem__(m, v))
