@@ -304,10 +304,6 @@ def test_transfer_counters(counters):
 # torch.tensor(data, device="lazy") builds a CPU tensor, copies it with Functionalize excluded and
 # then calls lift_fresh; the result must be a functional tensor like every other lazy tensor, or
 # mutation through views and in-place ops with other lazy operands go wrong.
-NOT_LIFTED = pytest.mark.xfail(
-    reason="library bug: torch.tensor/as_tensor/new_tensor on lazy return a tensor that is not "
-    "functionalized (lift_fresh does not wrap it)", strict=True)
-
 CONSTRUCTORS = {
     "tensor": lambda data: torch.tensor(data, device="lazy"),
     "as_tensor": lambda data: torch.as_tensor(data, device="lazy"),
@@ -318,7 +314,7 @@ CONSTRUCTORS = {
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=NOT_LIFTED) if n != "to" else n for n in sorted(CONSTRUCTORS)],
+    sorted(CONSTRUCTORS),
 )
 def test_constructed_tensor_mutates_through_view(name):
     expected = torch.tensor([1.0, 2.0, 3.0])
@@ -330,7 +326,7 @@ def test_constructed_tensor_mutates_through_view(name):
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=NOT_LIFTED) if n != "to" else n for n in sorted(CONSTRUCTORS)],
+    sorted(CONSTRUCTORS),
 )
 def test_constructed_tensor_in_place_with_lazy_operand(name):
     expected = torch.tensor([1.0, 2.0, 3.0])
