@@ -1,5 +1,6 @@
 #include "backend/recorder.h"
 
+#include "backend/aux_outputs.h"
 #include "backend/device.h"
 #include "backend/lazy_tensor.h"
 #include "backend/metrics.h"
@@ -89,6 +90,9 @@ class CallRecorder {
       c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
       c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
       op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    }
+    if (traits_.aux_outputs != AuxOutputs::kSameAsMeta && hardwareDevice().is_cpu()) {
+      correctAuxOutputsForCpu(traits_, args_, meta_stack);  // See Note [Aux outputs on the CPU]
     }
     for (const auto& tensors : written_meta) {
       for (const at::Tensor& t : tensors) attrs->outputs.push_back(TensorMeta::of(t));
@@ -333,6 +337,9 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpTraits& traits = traitsOf(op);
   const size_t num_args = op.schema().arguments().size();
   if (traits.eager) return eagerFallback(op, stack);
+  if (traits.aux_outputs == AuxOutputs::kEagerOnCpu && hardwareDevice().is_cpu()) {
+    return eagerFallback(op, stack);  // See Note [Aux outputs on the CPU]
+  }
   torch::jit::Stack args(std::make_move_iterator(stack->end() - num_args),
                          std::make_move_iterator(stack->end()));
   if (hasBooleanIndex(traits, args)) {
