@@ -62,6 +62,8 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   traits->name_hash = hashString(traits->name);
   traits->eager = dataDependentOps().count(schema.name()) > 0;
   traits->aux_outputs = auxOutputsOf(traits->name);
+  traits->meta_scalars_on_meta = traits->name == "aten::masked_fill.Tensor" ||
+                                 traits->name == "aten::masked_fill_.Tensor";
   traits->scalars_are_constants = schema.name() == "aten::arange" || schema.name() == "aten::range";
   for (const c10::Argument& arg : schema.arguments()) {
     const c10::AliasInfo* alias = arg.alias_info();

@@ -28,6 +28,9 @@ struct OpTraits {
   /// Runs eagerly on the hardware device: data-dependent output shapes, non-tensor results, or
   /// no meta kernel. See Note [Data-dependent ops].
   bool eager = false;
+  /// The meta kernel refuses a 0-dim CPU tensor next to Meta tensors (masked_fill's checks the
+  /// value's device), so Meta inference gets a Meta copy of such a parameter.
+  bool meta_scalars_on_meta = false;
   /// Scalars decide the output shape (arange, range): they are hashed constants, not params.
   bool scalars_are_constants = false;
   AuxOutputs aux_outputs = AuxOutputs::kSameAsMeta;

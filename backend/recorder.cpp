@@ -53,6 +53,13 @@ at::Tensor toMeta(const at::Tensor& tensor) {
   return at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options().device(c10::kMeta));
 }
 
+/// A Meta stand-in for a 0-dim CPU tensor parameter, a wrapped number if it was one.
+at::Tensor metaScalar(const at::Tensor& scalar) {
+  at::Tensor meta = toMeta(scalar);
+  meta.unsafeGetTensorImpl()->set_wrapped_number(scalar.unsafeGetTensorImpl()->is_wrapped_number());
+  return meta;
+}
+
 /// A raw lazy tensor holding a copy of `tensor` on the hardware device.
 at::Tensor upload(const at::Tensor& tensor) {
   metrics::transfers_in.add();
@@ -215,7 +222,10 @@ class CallRecorder {
     const c10::IValue& v = args_[i];
     switch (slot.kind) {
       case ArgKind::kTensor: return toMeta(v.toTensor());
-      case ArgKind::kParam: return v;  // CPU scalar tensors mix with any device, Meta too
+      case ArgKind::kParam:
+        // CPU scalar tensors mix with any device, Meta too, unless the meta kernel checks.
+        if (v.isTensor() && traits_.meta_scalars_on_meta) return metaScalar(v.toTensor());
+        return v;
       case ArgKind::kTensorList: {
         c10::List<at::Tensor> list;
         for (const at::Tensor& t : v.toTensorList()) list.push_back(toMeta(t));

@@ -303,13 +303,11 @@ def test_mixing_lazy_with_cpu_tensor_raises(op):
         lambda x, s: x.lerp(x * 2, s.double() / 4),
         lambda x, s: x.fill_(s),
         lambda x, s: x.index_put_((torch.tensor([1], device=x.device),), s.to(x.dtype)),
-        pytest.param(lambda x, s: x.masked_fill(x > 0, s), marks=pytest.mark.xfail(
-            reason="library bug: masked_fill with a 0-dim CPU value raises 'Expected `value` to be "
-            "on same device as `a`' (the Meta ref gets the CPU value next to Meta tensors)",
-            strict=True)),
+        lambda x, s: x.masked_fill(x > 0, s),
+        lambda x, s: x.masked_fill_(x < 0, s),
     ],
     ids=["add", "rmul", "add_", "where", "maximum", "clamp", "div", "lerp", "fill_",
-         "index_put_", "masked_fill"],
+         "index_put_", "masked_fill", "masked_fill_"],
 )
 @pytest.mark.parametrize(
     "scalar", [torch.tensor(2.5), torch.tensor(3), torch.tensor(2.0, dtype=torch.float64)],
