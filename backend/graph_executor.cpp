@@ -158,17 +158,10 @@ std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
   return plan;
 }
 
-}  // namespace
-
-void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
+/// Runs one graph computing the pending values of `targets` and stores the results in them.
+void runTargets(const std::vector<LazyData*>& targets) {
   std::vector<Value> roots;
-  std::vector<LazyData*> targets;
-  for (const auto& d : data) {
-    if (!d->isPending()) continue;
-    roots.push_back(d->pendingValue());
-    targets.push_back(d.get());
-  }
-  if (roots.empty()) return;
+  for (LazyData* target : targets) roots.push_back(target->pendingValue());
   Graph graph = Graph::fromRoots(roots);
   auto plan = planFor(graph);
   std::vector<at::Tensor> outputs;
@@ -180,6 +173,48 @@ void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
   metrics::graphs_executed.add();
   metrics::graph_nodes.add(static_cast<int64_t>(graph.nodes().size()));
   for (size_t i = 0; i < targets.size(); ++i) targets[i]->setBuffer(std::move(outputs[i]));
+}
+
+/// The message of the exception being handled, without the C++ backtrace.
+std::string currentErrorMessage() {
+  try {
+    throw;
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+// See Note [Failed syncs]. Each target of a failed graph is retried alone, so only the values
+// that depend on the failing op break: eager would have computed the others.
+void breakFailedTargets(const std::vector<LazyData*>& targets, const std::string& error) {
+  if (targets.size() == 1) return targets[0]->setBroken(error);
+  for (LazyData* target : targets) {
+    if (!target->isPending()) continue;  // listed twice, and already computed
+    try {
+      runTargets({target});
+    } catch (const std::exception&) {
+      target->setBroken(currentErrorMessage());
+    }
+  }
+}
+
+}  // namespace
+
+void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
+  std::vector<LazyData*> targets;
+  for (const auto& d : data) {
+    d->checkNotBroken();
+    if (d->isPending()) targets.push_back(d.get());
+  }
+  if (targets.empty()) return;
+  try {
+    runTargets(targets);
+  } catch (const std::exception&) {
+    breakFailedTargets(targets, currentErrorMessage());
+    throw;
+  }
 }
 
 void syncLiveTensors() {
@@ -196,6 +231,7 @@ void waitDevice() {
 at::Tensor materialize(const at::Tensor& tensor) {
   LazyTensorImpl* impl = lazyImpl(tensor);
   LF_INTERNAL_ASSERT(impl != nullptr, "materialize() needs a lazy tensor");
+  impl->data().checkNotBroken();
   if (impl->data().isPending()) syncData({impl->dataPtr()});
   return impl->data().buffer();
 }

@@ -56,7 +56,13 @@ c10::intrusive_ptr<LazyData> LazyData::materialized(at::Tensor buffer) {
   return data;
 }
 
+void LazyData::checkNotBroken() const {
+  LF_CHECK(error_.empty(), "this lazy tensor has no value: the graph computing it failed at sync "
+           "with: ", error_);
+}
+
 Value LazyData::asInput() {
+  checkNotBroken();
   if (!buffer_.defined()) return value_;
   if (!value_.node || value_.node->kind() != OpKind::kDeviceData) {
     value_ = Value{Node::deviceData(buffer_), 0};
@@ -67,16 +73,26 @@ Value LazyData::asInput() {
 void LazyData::setPending(Value value) {
   value_ = std::move(value);
   buffer_ = at::Tensor();
+  error_.clear();
 }
 
 void LazyData::setBuffer(at::Tensor buffer) {
   buffer_ = std::move(buffer);
   value_ = Value{};
+  error_.clear();
+}
+
+void LazyData::setBroken(std::string error) {
+  LF_INTERNAL_ASSERT(!error.empty(), "broken data needs the error that broke it");
+  error_ = std::move(error);
+  value_ = Value{};
+  buffer_ = at::Tensor();
 }
 
 void LazyData::release_resources() {
   value_ = Value{};
   buffer_ = at::Tensor();
+  error_.clear();
 }
 
 std::vector<c10::intrusive_ptr<LazyData>> livePendingData() {

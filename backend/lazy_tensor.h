@@ -7,6 +7,13 @@
 // device. LazyData is shared by shallow copies (detach, .data) and changes in place when an op
 // below functionalization writes the tensor or when a sync materializes it. Every LazyData is
 // listed in a registry so mark_step can sync every live tensor.
+//
+// Note [Failed syncs]
+// Eager raises at the op that fails; a lazy value whose kernel fails (an index out of range, found
+// only when the graph runs) raises at sync instead. The sync that ran the graph raises that error
+// once and marks the data it could not compute broken: broken data is no longer pending, so later
+// mark_steps do not run the failed graph again, and any later use of it raises an error naming
+// the first one. Pinned by test_errors.py::test_failed_sync_does_not_break_later_mark_steps.
 
 #include "lazy_ir/node.h"
 
@@ -14,6 +21,7 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <string>
 #include <vector>
 
 namespace lazyfuse {
@@ -25,12 +33,17 @@ class LazyData final : public c10::intrusive_ptr_target {
   static c10::intrusive_ptr<LazyData> materialized(at::Tensor buffer);
 
   bool isPending() const { return value_.node && !buffer_.defined(); }
+  bool isBroken() const { return !error_.empty(); }
+  /// Raises when this data is broken. See Note [Failed syncs].
+  void checkNotBroken() const;
   const Value& pendingValue() const { return value_; }
   const at::Tensor& buffer() const { return buffer_; }
   /// This data as an op input: its pending value, or a device-data node made once per buffer.
   Value asInput();
   void setPending(Value value);
   void setBuffer(at::Tensor buffer);
+  /// Drops the pending value whose graph failed with `error`. See Note [Failed syncs].
+  void setBroken(std::string error);
 
   void release_resources() override;
 
@@ -38,6 +51,7 @@ class LazyData final : public c10::intrusive_ptr_target {
 
   Value value_;
   at::Tensor buffer_;
+  std::string error_;  // why this data has no value; empty unless broken
 };
 
 /// Every live LazyData that is pending, oldest first.

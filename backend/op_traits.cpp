@@ -1,5 +1,7 @@
 #include "backend/op_traits.h"
 
+#include "backend/aux_outputs.h"
+
 #include <memory>
 #include <mutex>
 #include <set>
@@ -59,6 +61,9 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   if (!schema.overload_name().empty()) traits->name += "." + schema.overload_name();
   traits->name_hash = hashString(traits->name);
   traits->eager = dataDependentOps().count(schema.name()) > 0;
+  traits->aux_outputs = auxOutputsOf(traits->name);
+  traits->meta_scalars_on_meta = traits->name == "aten::masked_fill.Tensor" ||
+                                 traits->name == "aten::masked_fill_.Tensor";
   traits->scalars_are_constants = schema.name() == "aten::arange" || schema.name() == "aten::range";
   for (const c10::Argument& arg : schema.arguments()) {
     const c10::AliasInfo* alias = arg.alias_info();

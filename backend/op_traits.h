@@ -6,10 +6,20 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace lazyfuse {
+
+/// How an op's outputs on the hardware device differ from what its meta kernel promises.
+/// See Note [Aux outputs on the CPU].
+enum class AuxOutputs : uint8_t {
+  kSameAsMeta,
+  kNormStats,    // on the CPU, the recorder corrects the statistics it returns
+  kMaskedGrads,  // on the CPU, the recorder drops the gradients output_mask leaves out
+  kEagerOnCpu,   // on the CPU, the op runs eagerly
+};
 
 struct OpTraits {
   std::string name;          // "aten::add.Tensor"
@@ -18,8 +28,12 @@ struct OpTraits {
   /// Runs eagerly on the hardware device: data-dependent output shapes, non-tensor results, or
   /// no meta kernel. See Note [Data-dependent ops].
   bool eager = false;
+  /// The meta kernel refuses a 0-dim CPU tensor next to Meta tensors (masked_fill's checks the
+  /// value's device), so Meta inference gets a Meta copy of such a parameter.
+  bool meta_scalars_on_meta = false;
   /// Scalars decide the output shape (arange, range): they are hashed constants, not params.
   bool scalars_are_constants = false;
+  AuxOutputs aux_outputs = AuxOutputs::kSameAsMeta;
   /// Per schema argument: the op writes it (in-place and out= arguments).
   std::vector<uint8_t> written;
   /// Per schema return: the index of the written argument it returns, or -1.

@@ -1,5 +1,6 @@
 #include "backend/recorder.h"
 
+#include "backend/aux_outputs.h"
 #include "backend/device.h"
 #include "backend/lazy_tensor.h"
 #include "backend/metrics.h"
@@ -52,6 +53,13 @@ at::Tensor toMeta(const at::Tensor& tensor) {
   return at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options().device(c10::kMeta));
 }
 
+/// A Meta stand-in for a 0-dim CPU tensor parameter, a wrapped number if it was one.
+at::Tensor metaScalar(const at::Tensor& scalar) {
+  at::Tensor meta = toMeta(scalar);
+  meta.unsafeGetTensorImpl()->set_wrapped_number(scalar.unsafeGetTensorImpl()->is_wrapped_number());
+  return meta;
+}
+
 /// A raw lazy tensor holding a copy of `tensor` on the hardware device.
 at::Tensor upload(const at::Tensor& tensor) {
   metrics::transfers_in.add();
@@ -89,6 +97,9 @@ class CallRecorder {
       c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
       c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
       op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    }
+    if (traits_.aux_outputs != AuxOutputs::kSameAsMeta && hardwareDevice().is_cpu()) {
+      correctAuxOutputsForCpu(traits_, args_, meta_stack);  // See Note [Aux outputs on the CPU]
     }
     for (const auto& tensors : written_meta) {
       for (const at::Tensor& t : tensors) attrs->outputs.push_back(TensorMeta::of(t));
@@ -211,7 +222,10 @@ class CallRecorder {
     const c10::IValue& v = args_[i];
     switch (slot.kind) {
       case ArgKind::kTensor: return toMeta(v.toTensor());
-      case ArgKind::kParam: return v;  // CPU scalar tensors mix with any device, Meta too
+      case ArgKind::kParam:
+        // CPU scalar tensors mix with any device, Meta too, unless the meta kernel checks.
+        if (v.isTensor() && traits_.meta_scalars_on_meta) return metaScalar(v.toTensor());
+        return v;
       case ArgKind::kTensorList: {
         c10::List<at::Tensor> list;
         for (const at::Tensor& t : v.toTensorList()) list.push_back(toMeta(t));
@@ -275,7 +289,10 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
 }
 
 bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {
-  if (traits.counter_name != "aten::index" && traits.counter_name != "aten::_index_put_impl") {
+  // x[mask] = v reaches us as the functional aten::index_put (Functionalize rewrites index_put_);
+  // _index_put_impl is what index_put_ decomposes into where nothing functionalizes it.
+  const std::string& name = traits.counter_name;
+  if (name != "aten::index" && name != "aten::index_put" && name != "aten::_index_put_impl") {
     return false;
   }
   for (const c10::IValue& v : args) {
@@ -330,6 +347,9 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpTraits& traits = traitsOf(op);
   const size_t num_args = op.schema().arguments().size();
   if (traits.eager) return eagerFallback(op, stack);
+  if (traits.aux_outputs == AuxOutputs::kEagerOnCpu && hardwareDevice().is_cpu()) {
+    return eagerFallback(op, stack);  // See Note [Aux outputs on the CPU]
+  }
   torch::jit::Stack args(std::make_move_iterator(stack->end() - num_args),
                          std::make_move_iterator(stack->end()));
   if (hasBooleanIndex(traits, args)) {

@@ -21,6 +21,7 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&toCopyKernel>());
   m.impl("copy", torch::CppFunction::makeFromBoxedFunction<&copyKernel>());
   m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copyKernel>());
+  m.impl("lift_fresh", TORCH_FN(liftFresh));
 }
 
 class SilentWarnings final : public c10::WarningHandler {

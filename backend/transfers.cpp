@@ -80,6 +80,18 @@ void copyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   recordOp(op, stack);
 }
 
+// Note [Lifting constructed tensors]
+// torch.tensor, torch.as_tensor and Tensor.new_tensor build a CPU tensor, move it to the lazy
+// device with Functionalize excluded (so _to_copy returns a raw lazy tensor), then call lift_fresh
+// to wrap it. lift_fresh's default kernel returns its input, and a raw lazy tensor has no
+// Functionalize key, so nothing would wrap it: mutation through a view, or in place with a
+// wrapped operand, would go wrong. This kernel does the wrapping, as every other entry point does.
+// Pinned by test_factories_transfers.py::test_constructed_tensor_mutates_through_view.
+at::Tensor liftFresh(const at::Tensor& self) {
+  if (F::isFunctionalTensor(self)) return self;
+  return wrapIfFactory(self);
+}
+
 // Note [Functionalizing copy_ across devices]
 // PyTorch's generated functionalization kernel for copy_ refuses `cpu_tensor.copy_(lazy_tensor)`
 // ("mutating a non-functional tensor with a functional tensor") except for XLA. We replace it

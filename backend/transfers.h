@@ -10,6 +10,8 @@ namespace lazyfuse {
 void toCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 /// Lazy kernel of copy and copy_: uploads a non-lazy source, copies out into a non-lazy target.
 void copyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+/// Lazy kernel of lift_fresh: wraps a raw lazy tensor. See Note [Lifting constructed tensors].
+at::Tensor liftFresh(const at::Tensor& self);
 /// Functionalize kernel of copy_. See Note [Functionalizing copy_ across devices].
 at::Tensor& functionalizeCopy(at::Tensor& self, const at::Tensor& src, bool non_blocking);
 

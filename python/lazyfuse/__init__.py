@@ -114,11 +114,38 @@ def _patch_tensor_numpy():
     torch.Tensor.numpy = numpy
 
 
+def _patch_tensor_serialization():
+    """`torch.save` (and pickle) of a lazy tensor stores a CPU copy that `torch.load` moves back
+    to the tensor's device, or to `map_location`: what eager does for a device tensor. Torch does
+    this for "xla" (its storage holds no bytes either) by device name only, so lazy tensors would
+    reach the storage path and fail. Every other tensor goes to the original method."""
+    original = torch.Tensor._reduce_ex_internal
+    if getattr(original, "_lazyfuse_patched", False):
+        return
+
+    @functools.wraps(original)
+    def _reduce_ex_internal(self, proto):
+        if self.device.type != "lazy":
+            return original(self, proto)
+        if torch.serialization._serialization_tls.skip_data:
+            raise RuntimeError("cannot serialize lazy tensors under the skip_data context manager")
+        # The rebuild function is on torch.load's weights_only allowlist, and it honours
+        # map_location; detach: the loaded tensor is a leaf, as an eagerly loaded one is.
+        return (
+            torch._utils._rebuild_device_tensor_from_cpu_tensor,
+            (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad),
+        )
+
+    _reduce_ex_internal._lazyfuse_patched = True
+    torch.Tensor._reduce_ex_internal = _reduce_ex_internal
+
+
 def _initialize():
     """Loads the library and hooks lazyfuse into torch. Idempotent."""
     _library.load()
     _register_device_module()
     _patch_tensor_numpy()
+    _patch_tensor_serialization()
 
 
 def _torch_is_initializing():

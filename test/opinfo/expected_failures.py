@@ -16,12 +16,6 @@ KINDS = ("correctness", "inplace", "out", "errors", "grad")
 
 # ---- reasons, one per root cause --------------------------------------------------------------
 
-META_AUX_OUTPUTS = (
-    "lazyfuse: the CPU kernel returns an auxiliary output with another shape or dtype than the "
-    "meta kernel promised (batch norm save_mean/save_invstd: [0] when training=False, input dtype "
-    "for bf16/f16; embedding_bag offset2bag/bag_size) and the sync raises 'returned X but its "
-    "meta kernel promised Y'"
-)
 AS_STRIDED_OF_VIEW = (
     "lazyfuse: as_strided on a view takes its storage_offset relative to the view, not to the "
     "storage (eager: base[5:15].as_strided((2,2),(1,2),0) starts at base[0]; lazy at base[5])"
@@ -52,29 +46,9 @@ ERROR_OUT_CHECKS = (
     "eager's out dtype check and 'unsupported operation' (out overlaps an input) never run"
 )
 
-_BF16_F16 = (torch.bfloat16, torch.float16)
-
-
-def _each(op, kind, dtypes, reason):
-    return {(op, kind, d): reason for d in dtypes}
-
-
 XFAIL = {
     # correctness / grad / out: wrong or failing results
-    ("_native_batch_norm_legit", "correctness", None): META_AUX_OUTPUTS,
-    ("_native_batch_norm_legit", "grad", None): META_AUX_OUTPUTS,
     ("_native_batch_norm_legit", "out", None): OUT_NOT_WRITTEN,
-    ("native_batch_norm", "correctness", None): META_AUX_OUTPUTS,
-    ("native_batch_norm", "grad", None): META_AUX_OUTPUTS,
-    ("native_batch_norm", "out", None): META_AUX_OUTPUTS,
-    ("nn.functional.batch_norm", "correctness", None): META_AUX_OUTPUTS,
-    ("nn.functional.batch_norm", "grad", None): META_AUX_OUTPUTS,
-    ("nn.functional.embedding_bag", "correctness", None): META_AUX_OUTPUTS,
-    ("nn.functional.embedding_bag", "grad", None): META_AUX_OUTPUTS,
-    **_each("_batch_norm_with_update", "correctness", _BF16_F16, META_AUX_OUTPUTS),
-    **_each("native_layer_norm", "correctness", _BF16_F16, META_AUX_OUTPUTS),
-    **_each("nn.functional.layer_norm", "correctness", _BF16_F16, META_AUX_OUTPUTS),
-    **_each("nn.functional.instance_norm", "correctness", _BF16_F16, META_AUX_OUTPUTS),
     ("as_strided.partial_views", "correctness", None): AS_STRIDED_OF_VIEW,
     ("as_strided.partial_views", "inplace", None): AS_STRIDED_OF_VIEW,
     ("as_strided.partial_views", "grad", None): AS_STRIDED_OF_VIEW,

@@ -102,9 +102,6 @@ def test_boolean_mask_assignment(counters):
     assert_continues_lazily(counters, lazy, cpu, lambda t: t.abs() + 1)
 
 
-@pytest.mark.xfail(reason="library bug: aten::index_put with a boolean mask is recorded, not run "
-                   "eagerly (hasBooleanIndex only knows aten::index and aten::_index_put_impl)",
-                   strict=True)
 def test_boolean_mask_assignment_of_tensor_runs_eagerly(counters):
     x = randn(4, 5)
     cpu, lazy = x.clone(), x.to("lazy") * 1

@@ -187,15 +187,11 @@ def test_index_error_at_op(inputs, op):
     check_raises_at_op(inputs, op)
 
 
-@pytest.mark.xfail(reason="library bug: a boolean-mask index_put is recorded instead of run "
-                   "eagerly, so a value-count mismatch is found at sync", strict=True)
 def test_boolean_mask_assignment_shape_error_at_op():
     x = data(4, 5)
     check_raises_at_op([x, x > 0, torch.ones(100)], lambda a, m, v: a.__setitem__(m, v))
 
 
-@pytest.mark.xfail(reason="library bug: a tensor whose graph failed stays pending, so every later "
-                   "mark_step raises the same error while it is alive", strict=True)
 def test_failed_sync_does_not_break_later_mark_steps():
     x = torch.arange(5.0).to("lazy")
     bad = x[torch.tensor([9], device="lazy")]  # only found to be out of range when it runs
@@ -208,6 +204,29 @@ def test_failed_sync_does_not_break_later_mark_steps():
     y = x * 3
     lazyfuse.mark_step()
     torch.testing.assert_close(y.cpu(), torch.arange(5.0) * 3)
+
+
+def test_tensor_of_a_failed_sync_raises_when_used_again():
+    x = torch.arange(5.0).to("lazy")
+    bad = x[torch.tensor([9], device="lazy")]
+    with pytest.raises(IndexError):
+        bad.cpu()
+    for use in (lambda: bad.cpu(), lambda: bad + 1, lambda: lazyfuse.sync(bad)):
+        with pytest.raises(RuntimeError, match="failed at sync with: .*out of bounds"):
+            use()
+    lazyfuse.mark_step()
+
+
+def test_failed_mark_step_keeps_the_values_that_do_not_depend_on_the_failure():
+    x = torch.arange(5.0).to("lazy")
+    good = x * 2
+    bad = x[torch.tensor([9], device="lazy")] + 1
+    with pytest.raises(IndexError):
+        lazyfuse.mark_step()
+    lazyfuse.mark_step()
+    torch.testing.assert_close(good.cpu(), torch.arange(5.0) * 2)
+    with pytest.raises(RuntimeError, match="failed at sync"):
+        bad.cpu()
 
 
 def test_other_tensors_compute_after_a_failed_sync():
@@ -284,13 +303,11 @@ def test_mixing_lazy_with_cpu_tensor_raises(op):
         lambda x, s: x.lerp(x * 2, s.double() / 4),
         lambda x, s: x.fill_(s),
         lambda x, s: x.index_put_((torch.tensor([1], device=x.device),), s.to(x.dtype)),
-        pytest.param(lambda x, s: x.masked_fill(x > 0, s), marks=pytest.mark.xfail(
-            reason="library bug: masked_fill with a 0-dim CPU value raises 'Expected `value` to be "
-            "on same device as `a`' (the Meta ref gets the CPU value next to Meta tensors)",
-            strict=True)),
+        lambda x, s: x.masked_fill(x > 0, s),
+        lambda x, s: x.masked_fill_(x < 0, s),
     ],
     ids=["add", "rmul", "add_", "where", "maximum", "clamp", "div", "lerp", "fill_",
-         "index_put_", "masked_fill"],
+         "index_put_", "masked_fill", "masked_fill_"],
 )
 @pytest.mark.parametrize(
     "scalar", [torch.tensor(2.5), torch.tensor(3), torch.tensor(2.0, dtype=torch.float64)],

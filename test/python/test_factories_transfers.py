@@ -304,10 +304,6 @@ def test_transfer_counters(counters):
 # torch.tensor(data, device="lazy") builds a CPU tensor, copies it with Functionalize excluded and
 # then calls lift_fresh; the result must be a functional tensor like every other lazy tensor, or
 # mutation through views and in-place ops with other lazy operands go wrong.
-NOT_LIFTED = pytest.mark.xfail(
-    reason="library bug: torch.tensor/as_tensor/new_tensor on lazy return a tensor that is not "
-    "functionalized (lift_fresh does not wrap it)", strict=True)
-
 CONSTRUCTORS = {
     "tensor": lambda data: torch.tensor(data, device="lazy"),
     "as_tensor": lambda data: torch.as_tensor(data, device="lazy"),
@@ -318,7 +314,7 @@ CONSTRUCTORS = {
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=NOT_LIFTED) if n != "to" else n for n in sorted(CONSTRUCTORS)],
+    sorted(CONSTRUCTORS),
 )
 def test_constructed_tensor_mutates_through_view(name):
     expected = torch.tensor([1.0, 2.0, 3.0])
@@ -330,7 +326,7 @@ def test_constructed_tensor_mutates_through_view(name):
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=NOT_LIFTED) if n != "to" else n for n in sorted(CONSTRUCTORS)],
+    sorted(CONSTRUCTORS),
 )
 def test_constructed_tensor_in_place_with_lazy_operand(name):
     expected = torch.tensor([1.0, 2.0, 3.0])
@@ -341,15 +337,36 @@ def test_constructed_tensor_in_place_with_lazy_operand(name):
 
 
 @pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
-@pytest.mark.xfail(reason="library bug: torch.save of a lazy tensor raises 'Attempted to access the "
-                   "data pointer on an invalid python storage' (eager device tensors save fine)",
-                   strict=True)
 def test_torch_save_and_load(tmp_path):
     src = torch.randn(3, 4)
     path = tmp_path / "t.pt"
     torch.save({"x": src.to("lazy") * 2}, path)
     loaded = torch.load(path, map_location="cpu")
     torch.testing.assert_close(loaded["x"], src * 2)
+
+
+def test_torch_load_restores_lazy_tensors_on_lazy(tmp_path):
+    src = torch.randn(3, 4)
+    path = tmp_path / "t.pt"
+    weight = (src.to("lazy") * 2).requires_grad_()
+    torch.save({"w": weight, "t": src.to("lazy").t()}, path)
+    loaded = torch.load(path)
+    assert loaded["w"].device.type == "lazy"
+    assert loaded["w"].requires_grad and loaded["w"].is_leaf
+    torch.testing.assert_close(loaded["w"].detach().cpu(), src * 2)
+    loaded["t"].add_(1)  # a lazy tensor like any other: functionalized, mutable
+    torch.testing.assert_close(loaded["t"].cpu(), src.t() + 1)
+
+
+def test_module_state_dict_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2).to("lazy")
+    path = tmp_path / "m.pt"
+    torch.save(model.state_dict(), path)
+    restored = torch.nn.Linear(4, 2)
+    restored.load_state_dict(torch.load(path, map_location="cpu"))
+    torch.testing.assert_close(restored.weight, model.weight.detach().cpu())
+    torch.testing.assert_close(restored.bias, model.bias.detach().cpu())
 
 
 def test_deepcopy_of_lazy_tensor():

@@ -1,0 +1,32 @@
+#pragma once
+
+// Note [Aux outputs on the CPU]
+// A few ops return auxiliary outputs (statistics saved for backward, embedding_bag bookkeeping)
+// whose shape or dtype their meta kernel does not predict for the CPU kernel, which the
+// recorder's Meta inference relies on. The meta kernels promise what the CUDA kernels return:
+// batch norm's save_mean/save_invstd as [C] in the accumulation dtype, layer norm's mean/rstd in
+// float32, and the functional batch norms' updated running stats in float32 too. The CPU kernels
+// return [0] when batch norm does not train, statistics in the input dtype for bf16/f16 unless a
+// parameter is float32, and running stats in the dtype of the running stats they were given.
+// The batch norm backward meta kernels return grad_input even where output_mask leaves it out;
+// the CPU kernels return an undefined tensor. A lazy tensor must claim what eager returns, so on a
+// CPU hardware device the recorder corrects these outputs after Meta inference; embedding_bag's
+// CPU outputs depend on which kernel path it takes, so on the CPU it runs eagerly instead.
+// Pinned by the OpInfo sweep (native_batch_norm, native_layer_norm, nn.functional.embedding_bag)
+// and test_aux_outputs.py.
+
+#include "backend/op_traits.h"
+
+#include <ATen/core/stack.h>
+
+namespace lazyfuse {
+
+/// How an op's outputs on the hardware device relate to its meta kernel's.
+AuxOutputs auxOutputsOf(const std::string& op_name);
+
+/// Replaces the outputs that a Meta redispatch of `traits`' op left in `returns` with what the
+/// CPU kernel returns for `args`: normalization statistics, or undefined masked-out gradients.
+void correctAuxOutputsForCpu(const OpTraits& traits, const torch::jit::Stack& args,
+                             torch::jit::Stack& returns);
+
+}  // namespace lazyfuse

@@ -1,0 +1,99 @@
+"""Ops whose CPU kernel returns auxiliary outputs (normalization statistics, embedding_bag
+bookkeeping) that the meta kernel describes differently: lazy tensors claim eager's shapes and
+dtypes before any sync, and hold eager's values. See Note [Aux outputs on the CPU]."""
+
+import pytest
+import torch
+
+import lazyfuse
+from helpers import to_cpu, to_lazy
+
+aten = torch.ops.aten
+
+
+def inputs(dtype, param_dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 4, generator=g).to(dtype)
+    weight = torch.rand(3, generator=g).to(param_dtype) + 0.5
+    bias = torch.randn(3, generator=g).to(param_dtype)
+    return x, weight, bias, torch.zeros(3, dtype=param_dtype), torch.ones(3, dtype=param_dtype)
+
+
+CASES = {
+    "native_batch_norm_train": lambda x, w, b, m, v: aten.native_batch_norm(x, w, b, m, v, True, 0.1, 1e-5),
+    "native_batch_norm_eval": lambda x, w, b, m, v: aten.native_batch_norm(x, w, b, m, v, False, 0.1, 1e-5),
+    "legit_eval": lambda x, w, b, m, v: aten._native_batch_norm_legit(x, w, b, m, v, False, 0.1, 1e-5),
+    "legit_no_stats": lambda x, w, b, m, v: aten._native_batch_norm_legit(x, w, b, True, 0.1, 1e-5),
+    "legit_no_training": lambda x, w, b, m, v: aten._native_batch_norm_legit_no_training(x, w, b, m, v, 0.1, 1e-5),
+    "with_update": lambda x, w, b, m, v: aten._batch_norm_with_update(x, w, b, m, v, 0.1, 1e-5)[:3],
+    "no_update": lambda x, w, b, m, v: aten._batch_norm_no_update(x, w, b, m, v, 0.1, 1e-5),
+    "layer_norm": lambda x, w, b, m, v: aten.native_layer_norm(x, [4], None, None, 1e-5),
+    "layer_norm_affine": lambda x, w, b, m, v: aten.native_layer_norm(x.transpose(1, 2), [3], w, b, 1e-5),
+}
+
+DTYPES = [(torch.float32, torch.float32), (torch.float64, torch.float64),
+          (torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16),
+          (torch.bfloat16, torch.float32)]
+
+
+def assert_claims_like_eager(expected, lazy_out):
+    for e, a in zip(expected, lazy_out, strict=True):
+        assert (a.device.type, a.dtype, a.shape) == ("lazy", e.dtype, e.shape)
+
+
+@pytest.mark.skipif(lazyfuse.hardware_device() != "cpu", reason="the corrections are for the CPU")
+@pytest.mark.parametrize("dtypes", DTYPES, ids=lambda d: f"{d[0]}-{d[1]}".replace("torch.", ""))
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_norm_aux_outputs_like_eager(name, dtypes):
+    cpu_inputs = inputs(*dtypes)
+    lazy_inputs = to_lazy(list(cpu_inputs))
+    expected = CASES[name](*cpu_inputs)
+    lazy_out = CASES[name](*lazy_inputs)
+    assert_claims_like_eager(expected, lazy_out)
+    torch.testing.assert_close(to_cpu(list(lazy_out)), list(expected))
+
+
+RUNNING_STATS_NOT_WRITTEN = pytest.mark.xfail(
+    reason="library bug: native_batch_norm writes running_mean/running_var although its schema "
+    "does not say so; the lazy op is recorded as not writing them, so they keep their old value "
+    "until a graph holding the op runs, which writes the input buffer in place, and again each "
+    "time another sync re-runs the op for one of its other pending outputs",
+    strict=True)
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param("native_batch_norm_train", marks=RUNNING_STATS_NOT_WRITTEN), "legit_eval",
+    "legit_no_training", "with_update", "no_update"])
+def test_norm_running_stats_like_eager(name):
+    cpu_inputs = inputs(torch.float32, torch.float32)
+    lazy_inputs = to_lazy(list(cpu_inputs))
+    CASES[name](*cpu_inputs)
+    CASES[name](*lazy_inputs)
+    torch.testing.assert_close(to_cpu(lazy_inputs), list(cpu_inputs))
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+@pytest.mark.parametrize("padding_idx", [-1, 2])
+def test_embedding_bag_outputs_like_eager(mode, padding_idx):
+    weight = torch.randn(10, 3, generator=torch.Generator().manual_seed(0))
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+    offsets = torch.tensor([0, 4, 8])
+    args = [weight, indices, offsets, False, mode, False, None, True, padding_idx]
+    expected = aten._embedding_bag(*args)
+    lazy_out = aten._embedding_bag(*to_lazy(args))
+    assert_claims_like_eager(expected, lazy_out)
+    torch.testing.assert_close(to_cpu(list(lazy_out)), list(expected))
+
+
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+def test_batch_norm_backward_without_input_grad(train):
+    # The input needs no gradient, so output_mask leaves grad_input out: the CPU kernel returns
+    # an undefined tensor where the meta kernel promises one.
+    x = torch.randn(4, 3, 5, 5, generator=torch.Generator().manual_seed(0))
+    model = torch.nn.BatchNorm2d(3).train(train)
+    lazy_model = torch.nn.BatchNorm2d(3).to("lazy").train(train)
+    model(x).square().sum().backward()
+    lazy_model(x.to("lazy")).square().sum().backward()
+    lazyfuse.mark_step()
+    torch.testing.assert_close(lazy_model.weight.grad.cpu(), model.weight.grad)
+    torch.testing.assert_close(lazy_model.bias.grad.cpu(), model.bias.grad)
