@@ -3,6 +3,7 @@
 Each test runs the same mutating function on a CPU tensor and on a lazy copy, then compares every
 tensor the function touched (base and views)."""
 
+import os
 import warnings
 
 import pytest
@@ -290,8 +291,10 @@ def test_out_variant(op):
     assert_mutation_same(fn, a, b, c)
 
 
-@pytest.mark.xfail(reason="library bug: resizing an out= view fails at sync (and every later "
-                   "sync fails while the base is alive)", strict=True)
+@pytest.mark.xfail(os.environ.get("LAZYFUSE_FUSION") != "always",
+                   reason="library bug: node-by-node execution fails to sync an out= view that "
+                   "was resized (and every later sync fails while the base is alive); fused "
+                   "kernels get it right", strict=True)
 def test_out_view_resized_like_eager():
     def run(device):
         a = torch.arange(20.0, device=device).reshape(4, 5)
