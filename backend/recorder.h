@@ -13,6 +13,10 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 /// leaves lazy results on the stack. Counts aten::<op>. See Note [Data-dependent ops].
 void eagerFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+/// Lazy kernel of native_batch_norm: records it, and updates the running stats when it trains.
+/// See Note [native_batch_norm writes its running stats].
+void nativeBatchNormKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 /// Number of distinct (op, input metadata) entries inferred on Meta.
 size_t metaCacheSize();
 

@@ -22,6 +22,7 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("copy", torch::CppFunction::makeFromBoxedFunction<&copyKernel>());
   m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copyKernel>());
   m.impl("lift_fresh", TORCH_FN(liftFresh));
+  m.impl("native_batch_norm", torch::CppFunction::makeFromBoxedFunction<&nativeBatchNormKernel>());
 }
 
 class SilentWarnings final : public c10::WarningHandler {
