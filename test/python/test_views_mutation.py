@@ -290,8 +290,9 @@ def test_out_variant(op):
     assert_mutation_same(fn, a, b, c)
 
 
-@pytest.mark.xfail(reason="library bug: resizing an out= view fails at sync (and every later "
-                   "sync fails while the base is alive)", strict=True)
+@pytest.mark.xfail(reason="library bug: an out= view is not resized (functionalization writes the "
+                   "op's result back into the view's old slice of the base), so the base's sync "
+                   "fails and the base is broken from then on", strict=True)
 def test_out_view_resized_like_eager():
     def run(device):
         a = torch.arange(20.0, device=device).reshape(4, 5)
