@@ -1,21 +1,12 @@
 #include "kernels/cpu_codegen.h"
 
+#include "kernels/detail/cpu_dialect.h"
 #include "lazy_ir/check.h"
 
 #include <cctype>
 #include <set>
 
 namespace lazyfuse {
-namespace detail {
-// Defined in kernels/cpu_prelude.cpp: the C dialect the rendered code is written in.
-const char* cpuPrelude();
-int cpuFunctionArity(const std::string& fn);
-const char* cpuComputeType(c10::ScalarType dtype);
-const char* cpuStorageType(c10::ScalarType dtype);
-std::string cpuLiteral(c10::ScalarType dtype, double fvalue, int64_t ivalue);
-std::string cpuExtremeLiteral(c10::ScalarType dtype, bool lowest);
-}  // namespace detail
-
 namespace {
 
 // Note [CPU loop structure]

@@ -1,6 +1,7 @@
 #include "kernels/cpu_compiler.h"
 
 #include "kernels/cpu_codegen.h"
+#include "kernels/detail/cpu_disk_cache.h"
 
 #include <c10/util/hash.h>
 
@@ -27,17 +28,6 @@
 extern char** environ;
 
 namespace lazyfuse {
-namespace detail {
-// Defined in kernels/cpu_disk_cache.cpp; see Note [CPU disk cache].
-bool isPrivateDirectory(const std::string& dir);
-bool makeDirectories(const std::string& dir);
-std::string privateTempDirectory();
-bool loadVerified(const std::string& so_path);
-bool storeVerified(const std::string& tmp_so, const std::string& so_path);
-std::string makeTempFile(const std::string& dir, const std::string& prefix);
-bool writeFile(const std::string& path, const std::string& bytes);
-}  // namespace detail
-
 namespace {
 
 struct Compiler {

@@ -1,5 +1,6 @@
-// Files of the CPU kernel disk cache: private folders, atomic writes and checksummed entries.
-// Used by kernels/cpu_compiler.cpp.
+#include "kernels/detail/cpu_disk_cache.h"
+
+#include "lazy_ir/hash.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,30 +15,12 @@
 namespace lazyfuse {
 namespace detail {
 
-// Note [CPU disk cache]
-// An entry is `<key>.so` and `<key>.so.fnv64`, the FNV-1a 64-bit hash and size of the shared
-// object's bytes. Both are written under a unique temporary name in the same folder and renamed
-// into place, the checksum after the shared object, so a reader sees whole files only, and a
-// shared object without its matching checksum (a crash, a concurrent writer) is rebuilt, never
-// loaded. A file is trusted only when the user owns it and nobody else may write it. The folder
-// itself must be ours and not writable by group or others; when it is not, the process compiles
-// in a private temporary folder instead (mkdtemp), so another user can never plant code we run.
-// FNV is a checksum against torn or damaged files, not a defence: the ownership checks are.
-
 namespace {
-
-uint64_t fnv1a64(const std::string& bytes) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char byte : bytes) {
-    hash ^= byte;
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
 
 std::string checksumText(const std::string& bytes) {
   char text[64];
-  std::snprintf(text, sizeof(text), "fnv1a64 %016" PRIx64 " %zu\n", fnv1a64(bytes), bytes.size());
+  std::snprintf(text, sizeof(text), "fnv1a64 %016" PRIx64 " %zu\n", hashString(bytes),
+                bytes.size());
   return text;
 }
 
@@ -77,7 +60,6 @@ bool isPrivateDirectory(const std::string& dir) {
   return !dir.empty() && stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && ownedAndPrivate(st);
 }
 
-/// mkdir -p with mode 0700 for every folder it creates.
 bool makeDirectories(const std::string& dir) {
   for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
     std::string prefix = dir.substr(0, slash);
@@ -88,7 +70,6 @@ bool makeDirectories(const std::string& dir) {
   return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/// A folder made by mkdtemp (0700) once per process; "" when even that fails.
 std::string privateTempDirectory() {
   static const std::string dir = [] {
     const char* tmp = std::getenv("TMPDIR");
@@ -98,7 +79,6 @@ std::string privateTempDirectory() {
   return dir;
 }
 
-/// A new empty file `<dir>/<prefix>XXXXXX` (mode 0600); "" on failure.
 std::string makeTempFile(const std::string& dir, const std::string& prefix) {
   std::string path = dir + "/" + prefix + "XXXXXX";
   int fd = mkstemp(path.data());
@@ -120,14 +100,12 @@ bool writeFile(const std::string& path, const std::string& bytes) {
   return close(fd) == 0 && done == bytes.size();
 }
 
-/// True when `so_path` and its checksum are trusted files and agree.
 bool loadVerified(const std::string& so_path) {
   std::string bytes, checksum;
   return readOwnedFile(so_path, bytes) && readOwnedFile(so_path + ".fnv64", checksum) &&
          checksum == checksumText(bytes);
 }
 
-/// Moves the freshly built `tmp_so` to `so_path` and writes its checksum, both atomically.
 bool storeVerified(const std::string& tmp_so, const std::string& so_path) {
   // The linker may recreate its output with the umask's mode; the loader wants 0700.
   std::string bytes;

@@ -2,6 +2,8 @@
 // functions it calls and one lf_<fn> overload set per kernel function of Note [Kernel functions]),
 // and how types and literals are spelled in it. Used by kernels/cpu_codegen.cpp.
 
+#include "kernels/detail/cpu_dialect.h"
+
 #include "lazy_ir/check.h"
 #include "lowering/kernel_ir.h"
 
