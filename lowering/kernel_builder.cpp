@@ -51,8 +51,8 @@ int32_t KernelBuilder::scopeFor(const KInstr& instr) const {
   return -1;  // depends on the point only: computed once per point, outside the loop
 }
 
-KValue KernelBuilder::append(KInstr instr) {
-  instr.scope = scopeFor(instr);
+KValue KernelBuilder::append(KInstr instr, std::optional<int32_t> forced_scope) {
+  instr.scope = forced_scope ? *forced_scope : scopeFor(instr);
   std::ostringstream key;
   key << static_cast<int>(instr.op) << '|' << static_cast<int>(instr.dtype) << '|' << instr.fn
       << '|' << instr.buffer << '|' << (instr.index ? ixText(instr.index) : "") << '|'
@@ -157,14 +157,14 @@ KValue KernelBuilder::reduce(ReduceKind kind, c10::ScalarType acc, std::vector<i
   const bool is_arg = kind == ReduceKind::kArgMax || kind == ReduceKind::kArgMin;
   // An argmax folds the value itself; every other reduction folds in its accumulator type.
   KValue folded = is_arg ? value : cast(value, acc);
+  // A value that does not change inside the loop (a constant, a point's own value) is still
+  // folded once per reduced element: give the loop a body instruction of its own scope.
   if (kernel_.instrs[folded].scope != r) {
-    // The folded value does not change inside the loop; still give the loop a body of its own.
-    KInstr copy;
+    KInstr copy;  // a cast to its own type
     copy.op = KOp::kCast;
     copy.dtype = dtypeOf(folded);
     copy.args = {folded};
-    copy.index = ixRVar(0);  // marks the copy as part of the loop; the text is never rendered
-    folded = append(std::move(copy));
+    folded = append(std::move(copy), /*forced_scope=*/r);
   }
   scope_ = -1;
   kernel_.reductions[r].body = folded;

@@ -7,6 +7,7 @@
 #include "lowering/kernel_ir.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,7 +52,9 @@ class KernelBuilder {
   Kernel finish(std::string name) &&;
 
  private:
-  KValue append(KInstr instr);
+  /// Appends `instr` in the scope its arguments put it in (or `forced_scope`), unless an equal
+  /// instruction exists.
+  KValue append(KInstr instr, std::optional<int32_t> forced_scope = std::nullopt);
   int32_t scopeFor(const KInstr& instr) const;
 
   Kernel kernel_;

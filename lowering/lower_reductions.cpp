@@ -47,7 +47,7 @@ V castIn(LoopContext& c, V v, ScalarType t) { return c.ops().cast(v, t); }
 bool lowerSumLike(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim_arg,
                   std::optional<size_t> keep_arg, bool mean) {
   const ScalarType out = call.out().dtype;
-  const ScalarType acc = accumulator(mean ? out : out);
+  const ScalarType acc = accumulator(out);
   std::vector<int64_t> dims = reducedDims(call, dim_arg);
   const bool keepdim = keep_arg && call.constant(*keep_arg).toBool();
   const double count = static_cast<double>(reducedCount(input(call).sizes, dims));

@@ -246,7 +246,9 @@ bool lowerConstant(LoweringCall& call, const std::string& op, const std::string&
   }
   if (op == "ones" || op == "ones_like" || op == "new_ones") return fill({}, 1);
   if (op == "fill" || op == "full_like") return fill({1}, 0);
-  if (op == "full" || op == "scalar_tensor" || op == "new_full") return fill({op == "new_full" ? 2u : (op == "full" ? 1u : 0u)}, 0);
+  if (op == "scalar_tensor") return fill({0}, 0);
+  if (op == "full") return fill({1}, 0);
+  if (op == "new_full") return fill({2}, 0);
   if (op == "arange" && (overload.empty() || overload == "start" || overload == "start_step")) {
     const bool has_start = !overload.empty();
     const ScalarType t = c10::isFloatingType(dtype) ? ScalarType::Double : ScalarType::Long;

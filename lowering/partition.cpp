@@ -17,6 +17,8 @@
 #include "lowering/lowerings.h"
 #include "lazy_ir/check.h"
 
+#include <unordered_set>
+
 namespace lazyfuse {
 namespace {
 
@@ -211,23 +213,29 @@ class Partitioner {
     return false;
   }
 
+  /// Realized nodes a node reads, each with whether every read is at the node's own index.
+  using Reads = std::vector<std::pair<LoopId, bool>>;
+
   void group();
-  bool canJoin(LoopId id, const KernelGroup& g, int32_t gid) const;
-  void collectReads(LoopId id, std::vector<std::pair<LoopId, bool>>& reads) const;
+  /// Whether a node with `reads` can be computed in group `gid`.
+  bool canJoin(const Reads& reads, const KernelGroup& g, int32_t gid) const;
+  void collectReads(LoopId id, Reads& reads) const;
 
   const Graph& graph_;
   Partition p_;
 };
 
-/// The realized nodes `id` reads, each with whether every read is at `id`'s own index.
-void Partitioner::collectReads(LoopId id, std::vector<std::pair<LoopId, bool>>& reads) const {
+void Partitioner::collectReads(LoopId id, Reads& reads) const {
   const LoopNode& root = p_.loops[id];
   std::vector<std::pair<LoopId, bool>> stack;
   const bool root_identity = root.kind == LoopNode::kCompute && !root.remaps;
   for (LoopId in : root.inputs) stack.push_back({in, root_identity && p_.loops[in].sizes == root.sizes});
+  // Each (node, identity) pair once: inlined diamonds would otherwise be walked once per path.
+  std::unordered_set<int64_t> seen;
   while (!stack.empty()) {
     auto [node_id, identity] = stack.back();
     stack.pop_back();
+    if (!seen.insert(int64_t{node_id} * 2 + identity).second) continue;
     if (p_.realized[node_id]) {
       reads.push_back({node_id, identity});
       continue;
@@ -239,9 +247,7 @@ void Partitioner::collectReads(LoopId id, std::vector<std::pair<LoopId, bool>>& 
   }
 }
 
-bool Partitioner::canJoin(LoopId id, const KernelGroup& g, int32_t gid) const {
-  std::vector<std::pair<LoopId, bool>> reads;
-  collectReads(id, reads);
+bool Partitioner::canJoin(const Reads& reads, const KernelGroup& g, int32_t gid) const {
   for (auto [dep, identity] : reads) {
     if (p_.group_of[dep] == gid) {
       if (!identity) return false;
@@ -269,9 +275,11 @@ void Partitioner::group() {
       p_.step_of[id] = p_.extern_step[pos];
       continue;
     }
+    Reads reads;
+    collectReads(id, reads);
     int32_t chosen = -1;
     for (int32_t gid = 0; gid < static_cast<int32_t>(p_.groups.size()) && chosen < 0; ++gid) {
-      if (p_.groups[gid].domain == node.sizes && canJoin(id, p_.groups[gid], gid)) chosen = gid;
+      if (p_.groups[gid].domain == node.sizes && canJoin(reads, p_.groups[gid], gid)) chosen = gid;
     }
     if (chosen < 0) {
       chosen = static_cast<int32_t>(p_.groups.size());

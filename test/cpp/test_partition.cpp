@@ -427,6 +427,19 @@ TEST(PartitionTest, TenThousandNodeChainPartitionsWellUnderASecond) {
   expectLongChainPartitionsFast(10000);
 }
 
+// Each level reads the previous one twice: 28 levels are 2^28 paths (tens of seconds if walked
+// path by path), so the partitioner must visit each node once.
+TEST(PartitionTest, DeepDiamondsPartitionWellUnderASecond) {
+  at::Tensor y = at::rand({8, 8}).to(c10::DeviceType::Lazy);
+  for (int i = 0; i < 28; ++i) y = (y * y) * 0.5;
+  Graph graph = graphOf({y});
+  const auto start = std::chrono::steady_clock::now();
+  ExecutionPlan plan = lowerGraph(graph, /*fuse=*/true);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took.count(), 1.0);
+  EXPECT_EQ(plan.kernels.size(), 1u);
+}
+
 // --- execution: the compiled plans compute what eager CPU does ---
 
 class PartitionRunTest : public ::testing::Test {
