@@ -89,13 +89,7 @@ FusionMode fusionMode() {
 int64_t kernelWork(const ExecutionPlan& plan) {
   int64_t work = 0;
   for (const FusedKernel& k : plan.kernels) {
-    int64_t per_point = 1;
-    for (const KReduction& r : k.kernel.reductions) {
-      int64_t n = 1;
-      for (int64_t size : r.sizes) n *= size;
-      per_point += n;
-    }
-    work += domainNumel(k.kernel) * per_point;
+    work += domainNumel(k.kernel) * workPerPoint(k.kernel);
   }
   return work;
 }

@@ -25,7 +25,7 @@ class EmitContext final : public LoopContext {
   EmitContext(const Graph& graph, const Partition& p, int32_t gid, std::vector<int32_t>& temp_of,
               int32_t& num_temps, FusedKernel& out)
       : graph_(graph), p_(p), gid_(gid), temp_of_(temp_of), num_temps_(num_temps), out_(out),
-        builder_(p.groups[gid].domain) {}
+        builder_(p.groups[gid].domain), identity_(builder_.identityIndex()) {}
 
   KernelBuilder& ops() override { return builder_; }
 
@@ -59,20 +59,18 @@ class EmitContext final : public LoopContext {
   }
 
   void emitMember(LoopId id) {
-    const std::vector<IxPtr> identity = builder_.identityIndex();
-    KValue v = p_.loops[id].compute(*this, identity);
+    KValue v = p_.loops[id].compute(*this, identity_);
     member_value_[id] = v;
-    builder_.store(v, bufferFor(id, /*output=*/true), ixOffset(identity, meta(id).strides));
+    builder_.store(v, bufferFor(id, /*output=*/true), ixOffset(identity_, meta(id).strides));
   }
 
   Kernel finish(std::string name) { return std::move(builder_).finish(std::move(name)); }
 
  private:
   bool isIdentity(const std::vector<IxPtr>& index) const {
-    const std::vector<IxPtr> identity = builder_.identityIndex();
-    if (index.size() != identity.size()) return false;
+    if (index.size() != identity_.size()) return false;
     for (size_t d = 0; d < index.size(); ++d) {
-      if (ixText(index[d]) != ixText(identity[d])) return false;
+      if (ixText(index[d]) != ixText(identity_[d])) return false;
     }
     return true;
   }
@@ -115,6 +113,7 @@ class EmitContext final : public LoopContext {
   int32_t& num_temps_;
   FusedKernel& out_;
   KernelBuilder builder_;
+  const std::vector<IxPtr> identity_;  // the domain's own index: v0, v1, ...
   std::unordered_map<LoopId, int32_t> buffer_of_;
   std::map<std::pair<int32_t, int32_t>, int32_t> param_of_;
   std::unordered_map<LoopId, KValue> member_value_;
@@ -138,13 +137,7 @@ void emitKernels(const Graph& graph, const Partition& p, ExecutionPlan& plan) {
     EmitContext context(graph, p, s.group, temp_of, num_temps, fused);
     for (LoopId id : p.groups[s.group].members) context.emitMember(id);
     fused.kernel = context.finish("lf_kernel_" + std::to_string(plan.kernels.size()));
-    int64_t reduced = 1;
-    for (const KReduction& r : fused.kernel.reductions) {
-      int64_t n = 1;
-      for (int64_t size : r.sizes) n *= size;
-      reduced = std::max(reduced, n);
-    }
-    fused.grain = std::max<int64_t>(1, kGrainElements / reduced);
+    fused.grain = std::max<int64_t>(1, kGrainElements / workPerPoint(fused.kernel));
     step.kind = StepKind::kFusedKernel;
     step.kernel = static_cast<int32_t>(plan.kernels.size());
     plan.kernels.push_back(std::move(fused));

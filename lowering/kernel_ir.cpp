@@ -194,4 +194,14 @@ int64_t domainNumel(const Kernel& kernel) {
   return numel;
 }
 
+int64_t workPerPoint(const Kernel& kernel) {
+  int64_t work = 1;
+  for (const KReduction& r : kernel.reductions) {
+    int64_t n = 1;
+    for (int64_t size : r.sizes) n *= size;
+    work += n;
+  }
+  return work;
+}
+
 }  // namespace lazyfuse

@@ -132,5 +132,7 @@ struct Kernel {
 };
 
 int64_t domainNumel(const Kernel& kernel);
+/// Elements one point of the kernel visits: itself plus every element its reductions fold.
+int64_t workPerPoint(const Kernel& kernel);
 
 }  // namespace lazyfuse

@@ -87,10 +87,9 @@ bool lowerVariance(LoweringCall& call, bool is_std) {
     return o.binary("mul", d, d);
   });
   const bool default_correction = call.isNone(2);
-  LoweringCall copy = call;
-  ReduceFn post = [=](LoopContext& c, V s) mutable {
+  ReduceFn post = [=, args = call.args()](LoopContext& c, V s) {
     KernelBuilder& o = c.ops();
-    V corr = default_correction ? o.constant(1, acc) : copy.scalar(c, 2, acc);
+    V corr = default_correction ? o.constant(1, acc) : args->scalar(c, 2, acc);
     V denom = o.binary("maximum", o.binary("sub", o.constant(n, acc), corr), o.constant(0, acc));
     V var = o.binary("div", s, denom);
     return is_std ? o.unary("sqrt", var) : var;

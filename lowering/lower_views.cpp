@@ -258,11 +258,10 @@ bool lowerConstant(LoweringCall& call, const std::string& op, const std::string&
     node.kind = LoopNode::kCompute;
     node.dtype = dtype;
     node.sizes = call.out().sizes;
-    LoweringCall copy = call;
-    node.compute = [copy, args, t, dtype](LoopContext& c, const Index& index) mutable {
+    node.compute = [call_args = call.args(), args, t, dtype](LoopContext& c, const Index& index) {
       KernelBuilder& o = c.ops();
-      KValue start = args.empty() ? o.constant(0, t) : copy.scalar(c, args[0], t);
-      KValue step = args.size() < 2 ? o.constant(1, t) : copy.scalar(c, args[1], t);
+      KValue start = args.empty() ? o.constant(0, t) : call_args->scalar(c, args[0], t);
+      KValue step = args.size() < 2 ? o.constant(1, t) : call_args->scalar(c, args[1], t);
       KValue i = o.cast(o.index(index.at(0)), t);
       return o.cast(o.binary("add", start, o.binary("mul", i, step)), dtype);
     };

@@ -23,6 +23,11 @@ int64_t wrapDim(int64_t dim, int64_t rank) {
 
 LoweringCall::LoweringCall(LoopGraph& loops, const Node& node, int32_t position,
                            std::vector<LoopId> inputs)
+    : loops_(loops), node_(node), position_(position),
+      args_(std::make_shared<const CallArgs>(loops, node, position, std::move(inputs))) {}
+
+CallArgs::CallArgs(const LoopGraph& loops, const Node& node, int32_t position,
+                   std::vector<LoopId> inputs)
     : loops_(loops), node_(node), position_(position), inputs_(std::move(inputs)) {
   int32_t next_input = 0;
   int32_t next_param = 0;
@@ -45,7 +50,7 @@ LoweringCall::LoweringCall(LoopGraph& loops, const Node& node, int32_t position,
   }
 }
 
-std::optional<LoopId> LoweringCall::tensor(size_t arg) const {
+std::optional<LoopId> CallArgs::tensor(size_t arg) const {
   const ArgSource& s = sources_.at(arg);
   if (s.count == 0 || s.kind == ArgKind::kParam || s.kind == ArgKind::kConstant) {
     return std::nullopt;
@@ -53,21 +58,21 @@ std::optional<LoopId> LoweringCall::tensor(size_t arg) const {
   return inputs_.at(s.input);
 }
 
-bool LoweringCall::isNone(size_t arg) const {
+bool CallArgs::isNone(size_t arg) const {
   // A None Scalar can be a parameter: its kind (None or not) is in the graph hash.
   const ArgSource& s = sources_.at(arg);
   if (s.kind == ArgKind::kParam) return node_.params().at(s.param).isNone();
   return s.kind == ArgKind::kConstant && constant(arg).isNone();
 }
 
-c10::Scalar LoweringCall::scalarValue(size_t arg) const {
+c10::Scalar CallArgs::scalarValue(size_t arg) const {
   const ArgSource& s = sources_.at(arg);
   const c10::IValue& v = s.kind == ArgKind::kParam ? node_.params().at(s.param) : constant(arg);
   if (v.isTensor()) return v.toTensor().item();
   return v.toScalar();
 }
 
-KValue LoweringCall::argAt(LoopContext& c, size_t arg, const std::vector<IxPtr>& index) {
+KValue CallArgs::at(LoopContext& c, size_t arg, const std::vector<IxPtr>& index) const {
   const ArgSource& s = sources_.at(arg);
   if (s.kind == ArgKind::kParam) {
     const c10::IValue& v = node_.params().at(s.param);
@@ -87,8 +92,9 @@ KValue LoweringCall::argAt(LoopContext& c, size_t arg, const std::vector<IxPtr>&
   return c.at(id, broadcastIndex(index, loops_[id].sizes));
 }
 
-KValue LoweringCall::scalar(LoopContext& c, size_t arg, c10::ScalarType dtype) {
-  return c.ops().cast(argAt(c, arg, {}), dtype);
+KValue CallArgs::scalar(LoopContext& c, size_t arg, c10::ScalarType dtype) const {
+  LF_INTERNAL_ASSERT(!tensor(arg), "scalar() of a tensor argument");
+  return c.ops().cast(at(c, arg, {}), dtype);
 }
 
 LoopId LoweringCall::pointwise(std::vector<size_t> args, c10::ScalarType dtype, PointwiseBody body,
@@ -101,10 +107,10 @@ LoopId LoweringCall::pointwise(std::vector<size_t> args, c10::ScalarType dtype, 
   for (size_t arg : args) {
     if (auto id = tensor(arg)) node.inputs.push_back(*id);
   }
-  node.compute = [this_call = *this, args, body, dtype](LoopContext& c,
-                                                        const std::vector<IxPtr>& index) mutable {
+  node.compute = [call_args = args_, args, body, dtype](LoopContext& c,
+                                                       const std::vector<IxPtr>& index) {
     std::vector<KValue> values;
-    for (size_t arg : args) values.push_back(this_call.argAt(c, arg, index));
+    for (size_t arg : args) values.push_back(call_args->at(c, arg, index));
     return c.ops().cast(body(c.ops(), values), dtype);
   };
   return loops_.add(std::move(node));

@@ -5,6 +5,7 @@
 
 #include "lowering/loop_graph.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,34 @@ using PointwiseBody = std::function<KValue(KernelBuilder&, const std::vector<KVa
 using IndexMap = std::function<std::vector<IxPtr>(const std::vector<IxPtr>&)>;
 using ReduceFn = std::function<KValue(LoopContext&, KValue)>;
 
+/// The arguments of one ATen node as a kernel reads them. Shared (immutable) by the compute
+/// closures of the loop nodes its lowering makes; they run while kernels are built, when the
+/// node and the loop graph are alive.
+class CallArgs {
+ public:
+  CallArgs(const LoopGraph& loops, const Node& node, int32_t position, std::vector<LoopId> inputs);
+
+  const AtenCallAttrs& attrs() const { return node_.aten(); }
+  /// The loop node of tensor argument `arg`, or nullopt when it is absent (None).
+  std::optional<LoopId> tensor(size_t arg) const;
+  const c10::IValue& constant(size_t arg) const { return attrs().args.at(arg).constant; }
+  bool isNone(size_t arg) const;
+  /// A Scalar argument's value when it is a constant, or the first recorded value of a parameter
+  /// (only for decisions that the graph hash pins, such as its kind).
+  c10::Scalar scalarValue(size_t arg) const;
+  /// Argument `arg` at `index`: a tensor broadcast to it, a Scalar parameter or a constant.
+  KValue at(LoopContext& c, size_t arg, const std::vector<IxPtr>& index) const;
+  /// A Scalar argument (parameter or constant) as `dtype`.
+  KValue scalar(LoopContext& c, size_t arg, c10::ScalarType dtype) const;
+
+ private:
+  const LoopGraph& loops_;
+  const Node& node_;
+  int32_t position_;
+  std::vector<LoopId> inputs_;
+  std::vector<ArgSource> sources_;
+};
+
 class LoweringCall {
  public:
   LoweringCall(LoopGraph& loops, const Node& node, int32_t position, std::vector<LoopId> inputs);
@@ -32,17 +61,13 @@ class LoweringCall {
   LoopGraph& loops() { return loops_; }
   const LoopNode& loop(LoopId id) const { return loops_[id]; }
   const TensorMeta& out(size_t k = 0) const { return attrs().outputs.at(k); }
+  /// For closures that read arguments while a kernel is built.
+  const std::shared_ptr<const CallArgs>& args() const { return args_; }
 
-  /// The loop node of tensor argument `arg`, or nullopt when it is absent (None).
-  std::optional<LoopId> tensor(size_t arg) const;
-  bool isConstant(size_t arg) const { return sources_.at(arg).kind == ArgKind::kConstant; }
-  const c10::IValue& constant(size_t arg) const { return attrs().args.at(arg).constant; }
-  bool isNone(size_t arg) const;
-  /// Argument `arg` (tensor of any shape broadcast to `index`, Scalar parameter or constant).
-  KValue scalar(LoopContext& c, size_t arg, c10::ScalarType dtype);
-  /// A Scalar argument's value when it is a constant, or the first recorded value of a parameter
-  /// (only for decisions that the graph hash pins, such as its kind).
-  c10::Scalar scalarValue(size_t arg) const;
+  std::optional<LoopId> tensor(size_t arg) const { return args_->tensor(arg); }
+  const c10::IValue& constant(size_t arg) const { return args_->constant(arg); }
+  bool isNone(size_t arg) const { return args_->isNone(arg); }
+  c10::Scalar scalarValue(size_t arg) const { return args_->scalarValue(arg); }
 
   /// A pointwise node over the output's sizes: `body` gets the arguments `args` (tensors loaded
   /// at the broadcast index, scalars as parameters or constants) in their compute types.
@@ -62,13 +87,10 @@ class LoweringCall {
   std::vector<LoopId> outputs;
 
  private:
-  KValue argAt(LoopContext& c, size_t arg, const std::vector<IxPtr>& index);
-
   LoopGraph& loops_;
   const Node& node_;
   int32_t position_;
-  std::vector<LoopId> inputs_;
-  std::vector<ArgSource> sources_;
+  std::shared_ptr<const CallArgs> args_;
 };
 
 /// The index of a tensor of `sizes` broadcast to `index` (right-aligned, size-1 dims read 0).
