@@ -5,6 +5,7 @@
 #include "backend/metrics.h"
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_compiler.h"
+#include "kernels/detail/cpu_dialect.h"
 #include "kernels/extern_runner.h"
 #include "lowering/lowerings.h"
 #include "lowering/pipeline.h"
@@ -535,7 +536,12 @@ void expectGoldenAndDeterministic(const std::string& name, const std::function<C
   EXPECT_EQ(source, kernelSource(second.plan));
   EXPECT_EQ(source, kernelSource(first.plan));
   expectGolden(name + ".plan.txt", plan);
-  expectGolden(name + ".cpp", source);
+  // The golden file holds the kernels: the prelude every source starts with is a fixed text.
+  const std::string prelude =
+      "// codegen version " + std::to_string(kCpuCodegenVersion) + "\n" + detail::cpuPrelude();
+  ASSERT_EQ(source.compare(0, prelude.size(), prelude), 0)
+      << "source does not start with the prelude";
+  expectGolden(name + ".cpp", source.substr(prelude.size()));
 }
 
 TEST(PartitionGoldenTest, PointwiseBroadcast) {
