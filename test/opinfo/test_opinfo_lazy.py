@@ -24,6 +24,7 @@ expected_failures.py and show as xfail with their reason; nothing is skipped sil
 The CI subset (`--opinfo-subset=ci`, see conftest.py) is documented in README.md.
 """
 
+import contextlib
 import os
 import re
 
@@ -149,9 +150,7 @@ class TestLazyfuseOpInfo(TestCase):
         self._sweep(op, dtype, "correctness", lambda record: self._correctness(op, dtype, record))
 
     def _correctness(self, op, dtype, record):
-        tolerance = opinfo_tolerance(op, dtype, self)
-        noncomparable = noncomparable_reason(op)
-        random = harness.random_reason(op)
+        compare = _Comparison(op, dtype, self)
         for index, sample, meta in _samples(op, dtype):
             lazy_sample = _lazy_copy(sample, meta, record, index)
             if lazy_sample is None:
@@ -161,24 +160,16 @@ class TestLazyfuseOpInfo(TestCase):
             except Exception:  # noqa: BLE001 (eager rejects this sample on cpu: not a lazy test)
                 record.cpu_rejected += 1
                 continue
-            record.samples += 1
-            try:
+            with _sample_check(record, index, sample):
                 actual = op(lazy_sample.input, *lazy_sample.args, **lazy_sample.kwargs)
                 lazyfuse.mark_step()
                 actual = sample.output_process_fn_grad(to_cpu(actual, has_lazy(lazy_sample)))
-                expected = sample.output_process_fn_grad(expected)
-                assert_same(actual, expected, tolerance, noncomparable, random=random)
-                assert_same(
+                compare.same(actual, sample.output_process_fn_grad(expected))
+                compare.same(
                     to_cpu(sample_tensors(lazy_sample), lazy_inputs=False),
                     sample_tensors(sample),
-                    tolerance,
-                    noncomparable,
-                    what="inputs after the op",
-                    random=random,
+                    "inputs after the op",
                 )
-            except Exception as e:  # noqa: BLE001
-                record.fail(index, sample, e)
-                recover()
 
     # ---- in-place and out= ----------------------------------------------------------------
 
@@ -187,9 +178,7 @@ class TestLazyfuseOpInfo(TestCase):
         self._sweep(op, dtype, "inplace", lambda record: self._inplace(op, dtype, record))
 
     def _inplace(self, op, dtype, record):
-        tolerance = opinfo_tolerance(op, dtype, self)
-        noncomparable = noncomparable_reason(op)
-        random = harness.random_reason(op)
+        compare = _Comparison(op, dtype, self)
         inplace = op.inplace_variant
         for index, sample, meta in _samples(op, dtype):
             if not isinstance(sample.input, torch.Tensor) or sample.broadcasts_input:
@@ -202,28 +191,20 @@ class TestLazyfuseOpInfo(TestCase):
             except Exception:  # noqa: BLE001 (e.g. a result dtype that cannot be cast back)
                 record.cpu_rejected += 1
                 continue
-            record.samples += 1
-            try:
+            with _sample_check(record, index, sample):
                 actual = inplace(lazy_sample.input, *lazy_sample.args, **lazy_sample.kwargs)
                 if (expected is sample.input) and (actual is not lazy_sample.input):
                     raise AssertionError("the in-place variant did not return its input")
                 lazyfuse.mark_step()
-                assert_same(
-                    to_cpu(lazy_sample.input, False), sample.input, tolerance, noncomparable, "mutated input", random
-                )
-                assert_same(to_cpu(actual), expected, tolerance, noncomparable, "return value", random)
-            except Exception as e:  # noqa: BLE001
-                record.fail(index, sample, e)
-                recover()
+                compare.same(to_cpu(lazy_sample.input, False), sample.input, "mutated input")
+                compare.same(to_cpu(actual), expected, "return value")
 
     @lazy_ops(_ops_out, harness.primary_dtypes)
     def test_out(self, device, dtype, op):
         self._sweep(op, dtype, "out", lambda record: self._out(op, dtype, record))
 
     def _out(self, op, dtype, record):
-        tolerance = opinfo_tolerance(op, dtype, self)
-        noncomparable = noncomparable_reason(op)
-        random = harness.random_reason(op)
+        compare = _Comparison(op, dtype, self)
         for index, sample, meta in _samples(op, dtype):
             lazy_sample = _lazy_copy(sample, meta, record, index)
             if lazy_sample is None:
@@ -239,20 +220,14 @@ class TestLazyfuseOpInfo(TestCase):
                 record.cpu_rejected += 1
                 continue
             for resize, (cpu_out, cpu_returns_out) in cpu_outs.items():
-                record.samples += 1
-                try:
+                with _sample_check(record, index, sample):
                     out = _out_like(expected, "lazy", resize)
                     returned = op(lazy_sample.input, *lazy_sample.args, **lazy_sample.kwargs, out=out)
                     if _returns_out(returned, out) != cpu_returns_out:
                         raise AssertionError(f"out= returned {type(returned).__name__}, unlike eager")
                     lazyfuse.mark_step()
                     what = "out= resized from empty" if resize else "out="
-                    assert_same(
-                        to_cpu(_as_tuple(out)), _as_tuple(cpu_out), tolerance, noncomparable, what, random
-                    )
-                except Exception as e:  # noqa: BLE001
-                    record.fail(index, sample, e)
-                    recover()
+                    compare.same(to_cpu(_as_tuple(out)), _as_tuple(cpu_out), what)
 
     # ---- errors -----------------------------------------------------------------------------
 
@@ -272,12 +247,9 @@ class TestLazyfuseOpInfo(TestCase):
             if _raises(op, sample, error_type, pattern) is not None:
                 record.cpu_rejected += 1  # eager cpu does not raise what the OpInfo says
                 continue
-            record.samples += 1
-            try:
+            with _sample_check(record, index, sample):
                 self._lazy_raises(op, lazy_sample, error_type, pattern)
-            except Exception as e:  # noqa: BLE001
-                record.fail(index, sample, e)
-            recover()
+            recover()  # a lazy op that raised may leave a pending trace behind even when it passed
         if record.cpu_rejected:
             record.notes.append(f"{record.cpu_rejected} error inputs do not raise as stated on cpu")
         elif record.samples == 0:
@@ -308,9 +280,7 @@ class TestLazyfuseOpInfo(TestCase):
         self._sweep(op, dtype, "grad", lambda record: self._grad(op, dtype, record))
 
     def _grad(self, op, dtype, record):
-        tolerance = opinfo_tolerance(op, dtype, self)
-        noncomparable = noncomparable_reason(op)
-        random = harness.random_reason(op)
+        compare = _Comparison(op, dtype, self)
         taken = 0
         for index, sample, meta in _samples(op, dtype, requires_grad=True):
             if taken == GRAD_SAMPLES:
@@ -326,14 +296,35 @@ class TestLazyfuseOpInfo(TestCase):
             if expected is None:
                 continue  # no differentiable output
             taken += 1
-            record.samples += 1
-            try:
+            with _sample_check(record, index, sample):
                 actual = _grads(op, lazy_sample, seed=index)
                 lazyfuse.mark_step()
-                assert_same(to_cpu(actual), expected, tolerance, noncomparable, "gradients", random)
-            except Exception as e:  # noqa: BLE001
-                record.fail(index, sample, e)
-                recover()
+                compare.same(to_cpu(actual), expected, "gradients")
+
+
+class _Comparison:
+    """How one op's lazy results are compared with eager's: under the OpInfo's tolerance, or by
+    shapes and dtypes only where its values are not comparable or random (harness.assert_same)."""
+
+    def __init__(self, op, dtype, test):
+        self.tolerance = opinfo_tolerance(op, dtype, test)
+        self.noncomparable = noncomparable_reason(op)
+        self.random = harness.random_reason(op)
+
+    def same(self, actual, expected, what="output"):
+        assert_same(actual, expected, self.tolerance, self.noncomparable, what, self.random)
+
+
+@contextlib.contextmanager
+def _sample_check(record, index, sample):
+    """Counts one sample as run on lazy; a failure inside is recorded, not raised, and the trace
+    is synced so the next sample starts clean."""
+    record.samples += 1
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001
+        record.fail(index, sample, e)
+        recover()
 
 
 def _samples(op, dtype, requires_grad=False):
