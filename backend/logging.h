@@ -3,7 +3,7 @@
 // Note [Logging]
 // spdlog lives in backend/logging.cpp alone: torch ships fmt 12 headers and Debian's spdlog expects
 // fmt 9, so no translation unit may see both. Everything else logs through this header, which
-// includes nothing from torch or spdlog.
+// depends on neither torch nor spdlog.
 
 #include <sstream>
 #include <string>
