@@ -34,6 +34,15 @@ const std::unordered_set<std::string>& names(OpClass kind) {
   }
 }
 
+/// The class of an aten op by its name.
+OpClass classify(const OpName& n) {
+  if (names(OpClass::kRandom).count(n.op) || endsWith(n.op, "_dropout")) return OpClass::kRandom;
+  if (names(OpClass::kReduction).count(n.op)) return OpClass::kReduction;
+  if (names(OpClass::kView).count(n.op)) return OpClass::kView;
+  if (endsWith(n.op, "_scatter")) return OpClass::kScatter;
+  return OpClass::kPointwise;  // a guess: ops that are not pointwise have no lowering there
+}
+
 }  // namespace
 
 OpName splitOpName(const std::string& name) {
@@ -47,12 +56,7 @@ OpName splitOpName(const std::string& name) {
 
 OpClass classifyOp(const std::string& name) {
   if (!startsWith(name, "aten::")) return OpClass::kExtern;
-  const OpName n = splitOpName(name);
-  if (names(OpClass::kRandom).count(n.op) || endsWith(n.op, "_dropout")) return OpClass::kRandom;
-  if (names(OpClass::kReduction).count(n.op)) return OpClass::kReduction;
-  if (names(OpClass::kView).count(n.op)) return OpClass::kView;
-  if (endsWith(n.op, "_scatter")) return OpClass::kScatter;
-  return OpClass::kPointwise;  // a guess: ops that are not pointwise have no lowering there
+  return classify(splitOpName(name));
 }
 
 const char* opClassName(OpClass kind) {
@@ -69,8 +73,9 @@ const char* opClassName(OpClass kind) {
 
 bool lowerCall(LoweringCall& call) {
   const std::string& name = call.attrs().name;
+  if (!startsWith(name, "aten::")) return false;
   const OpName n = splitOpName(name);
-  switch (classifyOp(name)) {
+  switch (classify(n)) {
     case OpClass::kReduction: return lowerReduction(call, n.op, n.overload);
     case OpClass::kView:
     case OpClass::kScatter: return lowerView(call, n.op, n.overload);
