@@ -98,7 +98,9 @@ class Partitioner {
   bool tryLower(uint32_t pos) {
     const Node& node = *graph_.nodes()[pos];
     std::vector<LoopId> inputs;
-    for (const NodeRef& ref : graph_.inputsOf(pos)) inputs.push_back(p_.node_loops[ref.position].at(ref.index));
+    for (const NodeRef& ref : graph_.inputsOf(pos)) {
+      inputs.push_back(p_.node_loops[ref.position].at(ref.index));
+    }
     const size_t before = p_.loops.nodes.size();
     LoweringCall call(p_.loops, node, static_cast<int32_t>(pos), inputs);
     bool ok = false;
@@ -107,6 +109,7 @@ class Partitioner {
     } catch (const c10::Error&) {
       ok = false;  // an argument form the lowering does not know: run the ATen kernel instead
     }
+    if (!ok) p_.loops.nodes.resize(before);  // drop what a declined lowering had made
     p_.ref_of.resize(p_.loops.nodes.size());
     if (!ok) return false;
     for (uint32_t k = 0; k < call.outputs.size(); ++k) {
