@@ -151,10 +151,7 @@ class TestLazyfuseOpInfo(TestCase):
 
     def _correctness(self, op, dtype, record):
         compare = _Comparison(op, dtype, self)
-        for index, sample, meta in _samples(op, dtype):
-            lazy_sample = _lazy_copy(sample, meta, record, index)
-            if lazy_sample is None:
-                continue
+        for index, sample, lazy_sample in _lazy_samples(op, dtype, record):
             try:
                 expected = op(sample.input, *sample.args, **sample.kwargs)
             except Exception:  # noqa: BLE001 (eager rejects this sample on cpu: not a lazy test)
@@ -180,12 +177,9 @@ class TestLazyfuseOpInfo(TestCase):
     def _inplace(self, op, dtype, record):
         compare = _Comparison(op, dtype, self)
         inplace = op.inplace_variant
-        for index, sample, meta in _samples(op, dtype):
-            if not isinstance(sample.input, torch.Tensor) or sample.broadcasts_input:
-                continue  # in-place needs a tensor self that has the result's shape
-            lazy_sample = _lazy_copy(sample, meta, record, index)
-            if lazy_sample is None:
-                continue
+        # In-place needs a tensor self that has the result's shape.
+        keep = lambda s: isinstance(s.input, torch.Tensor) and not s.broadcasts_input  # noqa: E731
+        for index, sample, lazy_sample in _lazy_samples(op, dtype, record, keep=keep):
             try:
                 expected = inplace(sample.input, *sample.args, **sample.kwargs)
             except Exception:  # noqa: BLE001 (e.g. a result dtype that cannot be cast back)
@@ -205,10 +199,7 @@ class TestLazyfuseOpInfo(TestCase):
 
     def _out(self, op, dtype, record):
         compare = _Comparison(op, dtype, self)
-        for index, sample, meta in _samples(op, dtype):
-            lazy_sample = _lazy_copy(sample, meta, record, index)
-            if lazy_sample is None:
-                continue
+        for index, sample, lazy_sample in _lazy_samples(op, dtype, record):
             try:
                 expected = op(sample.input, *sample.args, **sample.kwargs)
                 cpu_outs = {}
@@ -282,12 +273,7 @@ class TestLazyfuseOpInfo(TestCase):
     def _grad(self, op, dtype, record):
         compare = _Comparison(op, dtype, self)
         taken = 0
-        for index, sample, meta in _samples(op, dtype, requires_grad=True):
-            if taken == GRAD_SAMPLES:
-                break
-            lazy_sample = _lazy_copy(sample, meta, record, index)
-            if lazy_sample is None:
-                continue
+        for index, sample, lazy_sample in _lazy_samples(op, dtype, record, requires_grad=True):
             try:
                 expected = _grads(op, sample, seed=index)
             except Exception:  # noqa: BLE001 (eager has no gradient for this sample)
@@ -300,6 +286,8 @@ class TestLazyfuseOpInfo(TestCase):
                 actual = _grads(op, lazy_sample, seed=index)
                 lazyfuse.mark_step()
                 compare.same(to_cpu(actual), expected, "gradients")
+            if taken == GRAD_SAMPLES:
+                break
 
 
 class _Comparison:
@@ -332,6 +320,17 @@ def _samples(op, dtype, requires_grad=False):
     make = lambda device: op.sample_inputs(device, dtype, requires_grad=requires_grad)  # noqa: E731
     cpu = list(make("cpu"))
     return list(zip(range(len(cpu)), cpu, meta_samples(make, len(cpu))))
+
+
+def _lazy_samples(op, dtype, record, requires_grad=False, keep=None):
+    """(index, cpu sample, lazy copy) for the op's samples that `keep` accepts (all by default)
+    and that can be moved to lazy; one that cannot counts as a failed sample."""
+    for index, sample, meta in _samples(op, dtype, requires_grad):
+        if keep is not None and not keep(sample):
+            continue
+        lazy_sample = _lazy_copy(sample, meta, record, index)
+        if lazy_sample is not None:
+            yield index, sample, lazy_sample
 
 
 def _lazy_copy(sample, meta, record, index):
