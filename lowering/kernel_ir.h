@@ -116,7 +116,8 @@ struct KBuffer {
   bool output = false;  // written by this kernel (never also read by it)
 };
 
-/// A runtime scalar: read from the int64 array when !floating, else from the double array.
+/// A runtime scalar. Parameter k (its position in Kernel::params) is iparams[k] when !floating,
+/// else fparams[k]; both arrays have one entry per parameter.
 struct KParam {
   bool floating = false;
 };
