@@ -1,9 +1,9 @@
 #include "kernels/cpu_codegen.h"
 
 #include "kernels/detail/cpu_dialect.h"
+#include "kernels/detail/render_text.h"
 #include "lazy_ir/check.h"
 
-#include <cctype>
 #include <set>
 
 namespace lazyfuse {
@@ -19,51 +19,12 @@ namespace {
 // variables come from the flat point index, and each kReduce is a loop over its own flat
 // reduced index. Every index is 64-bit; only the variables that are used are computed.
 
-void collectVars(const IxPtr& ix, std::vector<bool>& vars, std::vector<bool>& rvars) {
-  if (!ix) return;
-  if (ix->op == IxOp::kVar || ix->op == IxOp::kRVar) {
-    std::vector<bool>& used = ix->op == IxOp::kVar ? vars : rvars;
-    LF_INTERNAL_ASSERT(ix->value >= 0 && static_cast<size_t>(ix->value) < used.size(),
-                       ix->op == IxOp::kVar ? "v" : "r", ix->value, " out of range");
-    used[ix->value] = true;
-    return;
-  }
-  collectVars(ix->a, vars, rvars);
-  collectVars(ix->b, vars, rvars);
-}
-
-/// `flat / stride % size` as C text, dropping what cannot change the value.
-std::string unflatten(const std::string& flat, int64_t stride, int64_t size, bool outermost) {
-  std::string text = stride == 1 ? flat : "(" + flat + " / " + std::to_string(stride) + ")";
-  if (outermost || size == 1) return size == 1 ? "0" : text;
-  return text + " % " + std::to_string(size);
-}
-
-/// Declarations `const lf_i64 <prefix><d> = ...;` of the used variables of a row-major space.
-std::string variableLines(const std::string& indent, const std::string& prefix,
-                          const std::string& flat, const std::vector<int64_t>& sizes,
-                          const std::vector<bool>& used, size_t count) {
-  std::string out;
-  int64_t stride = 1;
-  std::vector<int64_t> strides(sizes.size());
-  for (size_t d = sizes.size(); d-- > 0;) {
-    strides[d] = stride;
-    stride *= sizes[d];
-  }
-  for (size_t d = 0; d < count; ++d) {
-    if (!used[d]) continue;
-    out += indent + "const lf_i64 " + prefix + std::to_string(d) + " = " +
-           unflatten(flat, strides[d], sizes[d], /*outermost=*/d == 0) + ";\n";
-  }
-  return out;
-}
-
 class KernelRenderer {
  public:
   explicit KernelRenderer(const Kernel& kernel) : k_(kernel) {}
 
   std::string render() {
-    validate();
+    checkKernel(k_);
     out_ = "extern \"C\" void " + k_.name +
            "(lf_i64 begin, lf_i64 end, void* const* buffers, const lf_i64* iparams,\n" +
            "    const double* fparams) {\n";
@@ -80,75 +41,6 @@ class KernelRenderer {
   }
 
  private:
-  void validate() {
-    LF_INTERNAL_ASSERT(!k_.name.empty() && !std::isdigit(static_cast<unsigned char>(k_.name[0])),
-                       "kernel name '", k_.name, "' is not a C identifier");
-    for (char c : k_.name) {
-      LF_INTERNAL_ASSERT(std::isalnum(static_cast<unsigned char>(c)) || c == '_', "kernel name '",
-                         k_.name, "' is not a C identifier");
-    }
-    for (size_t i = 0; i < k_.instrs.size(); ++i) validateInstr(static_cast<int32_t>(i));
-    for (const KReduction& reduction : k_.reductions) {
-      LF_INTERNAL_ASSERT(
-          reduction.body >= 0 && static_cast<size_t>(reduction.body) < k_.instrs.size(),
-          "reduction body ", reduction.body, " out of range");
-    }
-    for (const KStore& store : k_.stores) {
-      LF_INTERNAL_ASSERT(store.value >= 0 && static_cast<size_t>(store.value) < k_.instrs.size() &&
-                             k_.instrs[store.value].scope == -1,
-                         "store of ", store.value, " which is not an outer-scope instruction");
-      checkBuffer(store.buffer, /*output=*/true);
-      LF_INTERNAL_ASSERT(!ixUsesRVar(store.index), "store index uses a reduction variable");
-    }
-  }
-
-  void validateInstr(int32_t i) {
-    const KInstr& instr = k_.instrs[i];
-    LF_INTERNAL_ASSERT(
-        instr.scope >= -1 && instr.scope < static_cast<int32_t>(k_.reductions.size()),
-        "instruction ", i, " in scope ", instr.scope);
-    for (int32_t arg : instr.args) {
-      LF_INTERNAL_ASSERT(arg >= 0 && arg < i, "instruction ", i, " uses ", arg);
-      int32_t scope = k_.instrs[arg].scope;
-      LF_INTERNAL_ASSERT(scope == -1 || scope == instr.scope, "instruction ", i,
-                         " uses instruction ", arg, " of another reduction's scope");
-    }
-    if (instr.op == KOp::kLoad) checkBuffer(instr.buffer, /*output=*/false);
-    if (instr.op == KOp::kLoad || instr.op == KOp::kIndex) {
-      LF_INTERNAL_ASSERT(instr.index, "instruction ", i, " has no index");
-      LF_INTERNAL_ASSERT(instr.scope != -1 || !ixUsesRVar(instr.index), "instruction ", i,
-                         " uses a reduction variable outside a reduction");
-    }
-    if (instr.op == KOp::kUnary || instr.op == KOp::kBinary) {
-      size_t arity = instr.op == KOp::kUnary ? 1 : 2;
-      LF_INTERNAL_ASSERT(detail::cpuFunctionArity(instr.fn) == static_cast<int>(arity) &&
-                             instr.args.size() == arity,
-                         "unknown kernel function ", instr.fn, " with ", instr.args.size(),
-                         " args");
-    }
-    if (instr.op == KOp::kParam) {
-      LF_INTERNAL_ASSERT(instr.ivalue >= 0 && static_cast<size_t>(instr.ivalue) < k_.params.size(),
-                         "parameter ", instr.ivalue, " out of range");
-    }
-    if (instr.op == KOp::kReduce) {
-      LF_INTERNAL_ASSERT(instr.scope == -1 && instr.ivalue >= 0 &&
-                             static_cast<size_t>(instr.ivalue) < k_.reductions.size() &&
-                             k_.instrs[k_.reductions[instr.ivalue].body].scope == instr.ivalue &&
-                             k_.reductions[instr.ivalue].body < i,
-                         "malformed reduction at instruction ", i);
-    }
-    size_t args = instr.op == KOp::kWhere ? 3 : instr.op == KOp::kCast ? 1 : instr.args.size();
-    LF_INTERNAL_ASSERT(instr.args.size() == args, "instruction ", i, " has ", instr.args.size(),
-                       " args");
-  }
-
-  void checkBuffer(int32_t buffer, bool output) {
-    LF_INTERNAL_ASSERT(buffer >= 0 && static_cast<size_t>(buffer) < k_.buffers.size(), "buffer ",
-                       buffer, " out of range");
-    LF_INTERNAL_ASSERT(k_.buffers[buffer].output == output, "buffer ", buffer,
-                       output ? " stored but not an output" : " is an output and loaded");
-  }
-
   void declareBuffers() {
     std::set<int32_t> used;
     for (const KInstr& instr : k_.instrs) {
@@ -169,8 +61,8 @@ class KernelRenderer {
   void renderRowLoop() {
     size_t rank = k_.domain.size();
     std::vector<bool> vars(rank, false), rvars;
-    for (const KInstr& instr : k_.instrs) collectVars(instr.index, vars, rvars);
-    for (const KStore& store : k_.stores) collectVars(store.index, vars, rvars);
+    for (const KInstr& instr : k_.instrs) ixCollectVars(instr.index, vars, rvars);
+    for (const KStore& store : k_.stores) ixCollectVars(store.index, vars, rvars);
     std::vector<bool> inner = innerInstrs();
     std::string last = std::to_string(k_.domain.back());
     std::string v = "v" + std::to_string(rank - 1);
@@ -178,7 +70,7 @@ class KernelRenderer {
     out_ += rank == 1 ? "    const lf_i64 lo = p;\n    const lf_i64 hi = end;\n"
                       : "    const lf_i64 lo = p % " + last + ";\n    const lf_i64 hi = lf_imin(" +
                             last + ", lo + (end - p));\n";
-    out_ += variableLines("    ", "v", "p", k_.domain, vars, rank - 1);
+    out_ += detail::variableLines("    ", "lf_i64", "v", "p", k_.domain, vars, rank - 1);
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
       if (!inner[i]) out_ += "    " + instrLine(i) + "\n";
     }
@@ -197,7 +89,7 @@ class KernelRenderer {
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
       const KInstr& instr = k_.instrs[i];
       std::vector<bool> vars(rank, false), rvars;
-      collectVars(instr.index, vars, rvars);
+      ixCollectVars(instr.index, vars, rvars);
       inner[i] = vars[rank - 1];
       for (int32_t arg : instr.args) inner[i] = inner[i] || inner[arg];
     }
@@ -207,11 +99,11 @@ class KernelRenderer {
   void renderPointLoop() {
     std::vector<bool> vars(k_.domain.size(), false), rvars;
     for (const KInstr& instr : k_.instrs) {
-      if (instr.scope == -1) collectVars(instr.index, vars, rvars);
+      if (instr.scope == -1) ixCollectVars(instr.index, vars, rvars);
     }
-    for (const KStore& store : k_.stores) collectVars(store.index, vars, rvars);
+    for (const KStore& store : k_.stores) ixCollectVars(store.index, vars, rvars);
     out_ += "  for (lf_i64 p = begin; p < end; ++p) {\n";
-    out_ += variableLines("    ", "v", "p", k_.domain, vars, k_.domain.size());
+    out_ += detail::variableLines("    ", "lf_i64", "v", "p", k_.domain, vars, k_.domain.size());
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
       const KInstr& instr = k_.instrs[i];
       if (instr.scope != -1) continue;
@@ -243,9 +135,10 @@ class KernelRenderer {
     out_ += "    for (lf_i64 q = 0; q < " + std::to_string(count) + "; ++q) {\n";
     std::vector<bool> vars(k_.domain.size(), false), rvars(reduction.sizes.size(), false);
     for (const KInstr& instr : k_.instrs) {
-      if (instr.scope == k) collectVars(instr.index, vars, rvars);
+      if (instr.scope == k) ixCollectVars(instr.index, vars, rvars);
     }
-    out_ += variableLines("      ", "r", "q", reduction.sizes, rvars, reduction.sizes.size());
+    out_ += detail::variableLines("      ", "lf_i64", "r", "q", reduction.sizes, rvars,
+                                  reduction.sizes.size());
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
       if (k_.instrs[i].scope == k) out_ += "      " + instrLine(i) + "\n";
     }

@@ -3,11 +3,11 @@
 // and how types and literals are spelled in it. Used by kernels/cpu_codegen.cpp.
 
 #include "kernels/detail/cpu_dialect.h"
+#include "kernels/detail/render_text.h"
 
 #include "lazy_ir/check.h"
 #include "lowering/kernel_ir.h"
 
-#include <charconv>
 #include <cmath>
 #include <string>
 
@@ -15,15 +15,10 @@ namespace lazyfuse {
 namespace detail {
 namespace {
 
-/// The shortest text that reads back as exactly `value` (std::to_chars ignores the locale).
 std::string floatLiteral(double value) {
   if (std::isnan(value)) return "__builtin_nan(\"\")";
   if (std::isinf(value)) return value < 0 ? "(-__builtin_inf())" : "__builtin_inf()";
-  char buffer[64];
-  auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  std::string text(buffer, result.ptr);
-  if (text.find_first_of(".e") == std::string::npos) text += ".0";
-  return text[0] == '-' ? "(" + text + ")" : text;
+  return finiteFloatText(value);
 }
 
 }  // namespace
@@ -146,41 +141,8 @@ static inline double lf_remainder(double a, double b) {
 }
 )LF";
 
-// Arity of each kernel function the prelude defines; see Note [Kernel functions].
-struct CpuFunction {
-  const char* name;
-  int arity;
-};
-
-const CpuFunction kCpuFunctions[] = {
-    {"neg", 1},         {"abs", 1},         {"exp", 1},         {"exp2", 1},
-    {"expm1", 1},       {"log", 1},         {"log2", 1},        {"log10", 1},
-    {"log1p", 1},       {"sqrt", 1},        {"rsqrt", 1},       {"sin", 1},
-    {"cos", 1},         {"tan", 1},         {"asin", 1},        {"acos", 1},
-    {"atan", 1},        {"sinh", 1},        {"cosh", 1},        {"tanh", 1},
-    {"asinh", 1},       {"acosh", 1},       {"atanh", 1},       {"erf", 1},
-    {"erfc", 1},        {"sigmoid", 1},     {"floor", 1},       {"ceil", 1},
-    {"round", 1},       {"trunc", 1},       {"sign", 1},        {"reciprocal", 1},
-    {"logical_not", 1}, {"bitwise_not", 1}, {"isnan", 1},       {"isinf", 1},
-    {"lgamma", 1},      {"add", 2},         {"sub", 2},         {"mul", 2},
-    {"div", 2},         {"pow", 2},         {"atan2", 2},       {"fmod", 2},
-    {"remainder", 2},   {"maximum", 2},     {"minimum", 2},     {"eq", 2},
-    {"ne", 2},          {"lt", 2},          {"le", 2},          {"gt", 2},
-    {"ge", 2},          {"logical_and", 2}, {"logical_or", 2},  {"logical_xor", 2},
-    {"bitwise_and", 2}, {"bitwise_or", 2},  {"bitwise_xor", 2}, {"copysign", 2},
-    {"hypot", 2},
-};
-
 const char* cpuPrelude() {
   return kCpuPrelude;
-}
-
-/// The number of arguments `fn` takes, or 0 when the prelude does not define it.
-int cpuFunctionArity(const std::string& fn) {
-  for (const CpuFunction& entry : kCpuFunctions) {
-    if (fn == entry.name) return entry.arity;
-  }
-  return 0;
 }
 
 /// The C type an instruction of `dtype` computes in; see Note [Kernel IR].

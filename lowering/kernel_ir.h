@@ -55,6 +55,8 @@ IxPtr ixMax(IxPtr a, IxPtr b);
 std::string ixText(const IxPtr& ix);
 /// True when `ix` uses a reduction variable.
 bool ixUsesRVar(const IxPtr& ix);
+/// Marks in `vars` (`rvars`) the variables v<d> (r<d>) that `ix` uses; each must be in range.
+void ixCollectVars(const IxPtr& ix, std::vector<bool>& vars, std::vector<bool>& rvars);
 /// sum(index[d] * strides[d]).
 IxPtr ixOffset(const std::vector<IxPtr>& index, const std::vector<int64_t>& strides);
 
@@ -133,6 +135,10 @@ struct Kernel {
 };
 
 int64_t domainNumel(const Kernel& kernel);
+/// Arguments of kernel function `fn` (Note [Kernel functions]), or 0 when there is no such one.
+int kernelFunctionArity(const std::string& fn);
+/// Asserts that `kernel` is well formed: SSA order, scopes, buffers, arities, a C name.
+void checkKernel(const Kernel& kernel);
 /// Elements one point of the kernel visits: itself plus every element its reductions fold.
 int64_t workPerPoint(const Kernel& kernel);
 

@@ -12,8 +12,6 @@
 namespace lazyfuse::detail {
 
 const char* cpuPrelude();
-/// Arguments of kernel function `fn` (see Note [Kernel functions]), or 0 when it is unknown.
-int cpuFunctionArity(const std::string& fn);
 const char* cpuComputeType(c10::ScalarType dtype);
 const char* cpuStorageType(c10::ScalarType dtype);
 std::string cpuLiteral(c10::ScalarType dtype, double fvalue, int64_t ivalue);

@@ -1,0 +1,46 @@
+// Text helpers shared by the renderers of kernels/ (C++ for the CPU, CUDA C++).
+
+#include "kernels/detail/render_text.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace lazyfuse::detail {
+
+/// `flat / stride % size` as C text, dropping what cannot change the value.
+std::string unflatten(const std::string& flat, int64_t stride, int64_t size, bool outermost) {
+  std::string text = stride == 1 ? flat : "(" + flat + " / " + std::to_string(stride) + ")";
+  if (outermost || size == 1) return size == 1 ? "0" : text;
+  return text + " % " + std::to_string(size);
+}
+
+/// Declarations `const <type> <prefix><d> = ...;` of the used variables of a
+/// row-major space.
+std::string variableLines(const std::string& indent, const std::string& type,
+                          const std::string& prefix, const std::string& flat,
+                          const std::vector<int64_t>& sizes, const std::vector<bool>& used,
+                          size_t count) {
+  std::string out;
+  int64_t stride = 1;
+  std::vector<int64_t> strides(sizes.size());
+  for (size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= sizes[d];
+  }
+  for (size_t d = 0; d < count; ++d) {
+    if (!used[d]) continue;
+    out += indent + "const " + type + " " + prefix + std::to_string(d) + " = " +
+           unflatten(flat, strides[d], sizes[d], /*outermost=*/d == 0) + ";\n";
+  }
+  return out;
+}
+
+std::string finiteFloatText(double value) {
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  std::string text(buffer, result.ptr);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text[0] == '-' ? "(" + text + ")" : text;
+}
+
+}  // namespace lazyfuse::detail

@@ -1,0 +1,24 @@
+#pragma once
+
+// Text helpers shared by the renderers of kernels/ (C++ for the CPU, CUDA C++).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lazyfuse::detail {
+
+/// `flat / stride % size` as C text, dropping what cannot change the value.
+std::string unflatten(const std::string& flat, int64_t stride, int64_t size, bool outermost);
+
+/// Declarations `const <type> <prefix><d> = ...;` of the used variables of a row-major space.
+std::string variableLines(const std::string& indent, const std::string& type,
+                          const std::string& prefix,
+                          const std::string& flat, const std::vector<int64_t>& sizes,
+                          const std::vector<bool>& used, size_t count);
+
+/// The shortest text that reads back as exactly `value`, which must be finite (std::to_chars
+/// ignores the locale); negative values are parenthesized.
+std::string finiteFloatText(double value);
+
+}  // namespace lazyfuse::detail
