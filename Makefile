@@ -99,9 +99,12 @@ test-cpp: build
 
 # Then the training-parity and view/mutation tests again with every graph compiled into fused
 # kernels (by default only graphs with enough work are; test_fusion.py forces it itself).
+# LAZYFUSE_NVRTC_CHECK: every kernel fused on the CPU is also rendered as CUDA and compiled by
+# NVRTC for sm_90 (H100), so the GPU target is checked without a GPU.
+NVRTC_CHECK ?= 90
 test-python: build
-	$(PY) -m pytest test/python -q
-	LAZYFUSE_FUSION=always $(PY) -m pytest -q \
+	LAZYFUSE_NVRTC_CHECK=$(NVRTC_CHECK) $(PY) -m pytest test/python -q
+	LAZYFUSE_NVRTC_CHECK=$(NVRTC_CHECK) LAZYFUSE_FUSION=always $(PY) -m pytest -q \
 	  test/python/test_autograd_training.py test/python/test_views_mutation.py
 
 # OPINFO_SUBSET=ci runs the smaller fixed subset (every OpInfo at least once in float32).

@@ -127,8 +127,16 @@ at::Tensor withLayout(const at::Tensor& tensor, const TensorMeta& meta) {
 
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const std::vector<CpuKernelFn>& kernels) {
-  LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
   LF_INTERNAL_ASSERT(kernels.size() == plan.kernels.size(), "plan run without its kernels");
+  return runPlan(plan, graph, [&](size_t index, const Graph& g, PlanValues& values) {
+    runFusedKernel(plan.kernels[index], kernels[index], g, values);
+  });
+}
+
+std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
+                                const KernelLauncher& launch) {
+  LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
+  LF_INTERNAL_ASSERT(plan.kernels.empty() || launch, "plan run without its kernels");
   // Real tensors need no autograd here: lazy autograd already recorded the backward ops.
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   PlanValues values;
@@ -140,7 +148,7 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
   StepRunner runner(graph, values.nodes);
   for (const PlanStep& step : plan.steps) {
     if (step.kind == StepKind::kFusedKernel) {
-      runFusedKernel(plan.kernels[step.kernel], kernels[step.kernel], graph, values);
+      launch(static_cast<size_t>(step.kernel), graph, values);
     } else {
       runner.run(step.position);
     }
