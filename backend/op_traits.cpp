@@ -37,10 +37,15 @@ bool isTensorLike(const c10::TypePtr& type) {
   return false;
 }
 
+/// Scalar, Scalar? and Scalar[]: values that become graph parameters (the bias corrections of a
+/// foreach Adam step change every step, and must not make every step a new graph).
 bool isScalarType(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::NumberType) return true;
   if (auto opt = type->cast<c10::OptionalType>()) {
     return opt->getElementType()->kind() == c10::TypeKind::NumberType;
+  }
+  if (auto list = type->cast<c10::ListType>()) {
+    return list->getElementType()->kind() == c10::TypeKind::NumberType;
   }
   return false;
 }

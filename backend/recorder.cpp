@@ -159,6 +159,7 @@ class CallRecorder {
     if (traits_.generator_arg[i] || (traits_.scalar_arg[i] && !traits_.scalars_are_constants)) {
       params_.push_back(v);
       key_ = hashCombine(key_, hashString(v.tagKind()));
+      if (v.isList()) key_ = hashCombine(key_, v.toListRef().size());
       return;
     }
     if (v.isDevice()) v = c10::IValue(toHardware(v.toDevice()));
