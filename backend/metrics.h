@@ -75,6 +75,7 @@ extern Counter& kernel_disk_hits; // KernelDiskCacheHits: fused kernels loaded f
 extern Counter& fusion_fallbacks; // FusionFallback: graphs run per node after a failed compile
 extern Counter& cuda_kernels_checked;  // CudaKernelsChecked: CPU kernels also compiled by NVRTC
 extern Counter& cuda_check_failures;   // CudaCheckFailures: graphs whose CUDA rendering failed
+extern Counter& cuda_emulated_launches;  // CudaEmulatedLaunches: CUDA kernels run emulated
 extern Timer& compile_time;       // CompileTime
 extern Timer& execute_time;       // ExecuteTime
 }  // namespace metrics

@@ -32,6 +32,9 @@ namespace {
 // LAZYFUSE_NVRTC_CHECK=<arch> (e.g. 90) makes every CPU-fused graph also render its kernels as
 // CUDA and compile them with NVRTC for that architecture, counting CudaCheckFailures: how the
 // test suite proves, without a GPU, that every kernel it generates compiles for the GPU.
+// LAZYFUSE_CUDA_EMULATION=1 runs the CUDA rendering of CPU-fused graphs, instead of the C++
+// one, under the emulation of Note [CUDA emulation]: how the tests check, without a GPU, that
+// the CUDA kernels compute eager's numbers.
 constexpr int64_t kFuseMinElements = 1 << 15;
 
 enum class FusionMode { kOff, kAuto, kAlways };
@@ -83,9 +86,19 @@ void countCompiled(bool disk_hit, size_t kernels) {
 
 /// Compiles the plan's kernels as CUDA for LAZYFUSE_NVRTC_CHECK; see Note [When graphs are fused].
 void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
-  static const char* const arch = std::getenv("LAZYFUSE_NVRTC_CHECK");
-  if (!arch || !*arch || plan.kernels.empty()) return;
-  CudaCompileResult result = compileCuda(renderCuda(kernelsOf(plan)).source, std::atoi(arch));
+  static const int arch = [] {
+    const char* env = std::getenv("LAZYFUSE_NVRTC_CHECK");
+    std::string text = env ? env : "";
+    if (text.rfind("sm_", 0) == 0) text = text.substr(3);
+    const int value = text.empty() ? 0 : std::atoi(text.c_str());
+    if (!text.empty() && value <= 0) {
+      LF_LOG_WARN("LAZYFUSE_NVRTC_CHECK must be a compute capability such as 90, got '", text,
+                  "': no check");
+    }
+    return value;
+  }();
+  if (arch <= 0 || plan.kernels.empty()) return;
+  CudaCompileResult result = compileCuda(renderCuda(kernelsOf(plan)).source, arch);
   if (result.binary) {
     metrics::cuda_kernels_checked.add(static_cast<int64_t>(plan.kernels.size()));
     return;
@@ -98,6 +111,15 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
 /// Compiles the plan's kernels for `device`; the error text, or "" on success.
 std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Device device) {
   std::vector<const Kernel*> kernels = kernelsOf(compiled.plan);
+  if (device.is_cpu() && std::getenv("LAZYFUSE_CUDA_EMULATION")) {
+    std::string error;
+    bool disk_hit = false;
+    compiled.emulated = compileCudaEmulation(kernels, error, disk_hit);
+    if (!compiled.emulated) return error;
+    countCompiled(disk_hit, kernels.size());
+    checkCudaCompiles(graph, compiled.plan);
+    return "";
+  }
   if (device.is_cpu()) {
     const std::string source = renderCpp(kernels);
     if (dumpRequested("cpp")) writeDump(graph, "kernels", ".cpp", source);
@@ -113,10 +135,10 @@ std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Devi
   }
   CudaSource source = renderCuda(kernels);
   if (dumpRequested("cuda")) writeDump(graph, "kernels", ".cu", source.source);
-  CudaCompileResult result = compileCuda(source.source, cudaArch(device));
-  if (!result.binary) return result.error;
-  countCompiled(result.disk_hit, kernels.size());
   try {
+    CudaCompileResult result = compileCuda(source.source, cudaArch(device));
+    if (!result.binary) return result.error;
+    countCompiled(result.disk_hit, kernels.size());
     compiled.cuda = loadCudaModule(*result.binary, source.kernels, device);
   } catch (const c10::Error& e) {
     return std::string("cannot load the compiled kernels: ") + e.what_without_backtrace();
@@ -131,6 +153,12 @@ KernelLauncher CompiledPlan::launcher() const {
   if (cuda) {
     return [this](size_t index, const Graph& graph, PlanValues& values) {
       runCudaKernel(plan.kernels[index], *cuda, index, graph, values);
+    };
+  }
+  if (emulated) {
+    return [this](size_t index, const Graph& graph, PlanValues& values) {
+      runEmulatedCudaKernel(plan.kernels[index], *emulated, index, graph, values);
+      metrics::cuda_emulated_launches.add();
     };
   }
   return [this](size_t index, const Graph& graph, PlanValues& values) {

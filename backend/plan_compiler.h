@@ -5,6 +5,7 @@
 // CUDA C++ through NVRTC for a GPU), and the dumps LAZYFUSE_DUMP asks for.
 
 #include "kernels/cpu_compiler.h"
+#include "kernels/cuda_emulation.h"
 #include "kernels/cuda_runner.h"
 #include "kernels/extern_runner.h"
 #include "lazy_ir/graph.h"
@@ -22,6 +23,7 @@ struct CompiledPlan {
   std::shared_ptr<const CpuModule> cpu;  // CPU target
   std::vector<CpuKernelFn> cpu_kernels;
   std::shared_ptr<const CudaModule> cuda;  // CUDA target
+  std::shared_ptr<const CudaEmulatedModule> emulated;  // CUDA target run on the CPU (tests)
 
   /// Runs fused kernel `index` on the target it was compiled for.
   KernelLauncher launcher() const;

@@ -5,6 +5,7 @@
 #include "lazy_ir/check.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <set>
 
@@ -45,24 +46,30 @@ int64_t saturatingMul(int64_t a, int64_t b) {
 }
 
 /// The largest value `ix` takes when every variable is at most its bound (operands are
-/// non-negative, Note [Kernel IR], so each operation is monotone in them).
+/// non-negative, Note [Kernel IR], so each operation is monotone in them). `widest` also gets
+/// the largest magnitude of every subexpression: a numerator under `%` or the discarded side of
+/// a min can be far larger than the result, and 32-bit math must hold those too.
 int64_t ixUpperBound(const IxPtr& ix, const std::vector<int64_t>& vmax,
-                     const std::vector<int64_t>& rmax) {
+                     const std::vector<int64_t>& rmax, int64_t& widest) {
+  int64_t a = 0, b = 0, result = 0;
+  if (ix->a) a = ixUpperBound(ix->a, vmax, rmax, widest);
+  if (ix->b) b = ixUpperBound(ix->b, vmax, rmax, widest);
   switch (ix->op) {
-    case IxOp::kVar: return vmax.at(ix->value);
-    case IxOp::kRVar: return rmax.at(ix->value);
-    case IxOp::kConst: return ix->value;
-    case IxOp::kAdd: return saturatingAdd(ixUpperBound(ix->a, vmax, rmax), ixUpperBound(ix->b, vmax, rmax));
-    case IxOp::kMul: return saturatingMul(ixUpperBound(ix->a, vmax, rmax), ixUpperBound(ix->b, vmax, rmax));
-    case IxOp::kDiv: return ixUpperBound(ix->a, vmax, rmax);
-    case IxOp::kMod:
-      return std::min(ixUpperBound(ix->a, vmax, rmax), ixUpperBound(ix->b, vmax, rmax));
-    case IxOp::kMin:
-      return std::min(ixUpperBound(ix->a, vmax, rmax), ixUpperBound(ix->b, vmax, rmax));
-    case IxOp::kMax:
-      return std::max(ixUpperBound(ix->a, vmax, rmax), ixUpperBound(ix->b, vmax, rmax));
+    case IxOp::kVar: result = vmax.at(ix->value); break;
+    case IxOp::kRVar: result = rmax.at(ix->value); break;
+    case IxOp::kConst: result = ix->value; break;
+    case IxOp::kAdd: result = saturatingAdd(a, b); break;
+    case IxOp::kMul: result = saturatingMul(a, b); break;
+    case IxOp::kDiv: result = a; break;
+    case IxOp::kMod: result = std::min(a, b); break;
+    case IxOp::kMin: result = std::min(a, b); break;
+    case IxOp::kMax: result = std::max(a, b); break;
   }
-  LF_INTERNAL_ASSERT(false, "unknown index op ", static_cast<int>(ix->op));
+  const int64_t magnitude =
+      result == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max()
+                                                    : std::abs(result);
+  widest = std::max(widest, magnitude);
+  return result;
 }
 
 /// The value of `ix` at the given variables.
@@ -98,11 +105,9 @@ bool fitsIndex32(const Kernel& k) {
     bound = std::max(bound, saturatingAdd(numel(r.sizes), kBlock));
   }
   for (const KInstr& instr : k.instrs) {
-    if (instr.index) bound = std::max(bound, ixUpperBound(instr.index, vmax, rmax));
+    if (instr.index) ixUpperBound(instr.index, vmax, rmax, bound);
   }
-  for (const KStore& store : k.stores) {
-    bound = std::max(bound, ixUpperBound(store.index, vmax, rmax));
-  }
+  for (const KStore& store : k.stores) ixUpperBound(store.index, vmax, rmax, bound);
   return bound < kIndex32Limit;
 }
 
@@ -406,11 +411,21 @@ class CudaRenderer {
         return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ", " + t(instr.args[1]) + ")";
       case KOp::kWhere:
         return t(instr.args[0]) + " ? " + cast + t(instr.args[1]) + " : " + cast + t(instr.args[2]);
-      case KOp::kCast: return cast + t(instr.args[0]);
+      case KOp::kCast: return castText(instr.dtype, k_.instrs[instr.args[0]].dtype, t(instr.args[0]));
       case KOp::kReduce:
         return cast + (isArg(k_.reductions[instr.ivalue]) ? "x" : "a") + std::to_string(i);
     }
     LF_INTERNAL_ASSERT(false, "unknown kernel op ", static_cast<int>(instr.op));
+  }
+
+  /// `value` (of type `from`) converted to `to`. A floating value becomes uint8 through int64,
+  /// as c10's casts do (-1.0 -> 255); a direct conversion would saturate on the GPU.
+  static std::string castText(c10::ScalarType to, c10::ScalarType from, const std::string& value) {
+    const std::string type = detail::cudaComputeType(to);
+    if (to == c10::ScalarType::Byte && c10::isFloatingType(from)) {
+      return "(" + type + ")(lf_i64)" + value;
+    }
+    return "(" + type + ")" + value;
   }
 
   /// The element of `buffer` at `index`: a lane of its 4-wide pack in a vector body.
@@ -437,9 +452,7 @@ class CudaRenderer {
       case c10::ScalarType::Bool: return "(lf_u8)(" + value + " != 0)";
       case c10::ScalarType::Half: return "lf_f2h((float)" + value + ")";
       case c10::ScalarType::BFloat16: return "lf_bf16_store((float)" + value + ")";
-      default:
-        return "(" + std::string(detail::cudaStorageType(k_.buffers[store.buffer].dtype)) + ")" +
-               value;
+      default: return castText(k_.buffers[store.buffer].dtype, k_.instrs[store.value].dtype, value);
     }
   }
 

@@ -19,7 +19,8 @@ namespace lazyfuse::detail {
 // maximum/minimum propagate NaN, remainder takes the divisor's sign, round is rint (half to
 // even), integer pow squares and maps negative exponents like ATen. Signed integer add, sub,
 // mul and neg go through unsigned arithmetic (lf_wide) because signed overflow is undefined in
-// C++ and eager's wraps. Half and BFloat16 are their 16 bits: half converts with PTX `cvt`
+// C++ and eager's wraps; a float becomes uint8 through int64 as in c10 (the renderer writes
+// that cast). Half and BFloat16 are their 16 bits: half converts with PTX `cvt`
 // (round to nearest even), bfloat16 by a shift and c10::BFloat16's rounding. Float-to-integer
 // casts are PTX's saturating ones, as in eager's CUDA kernels.
 //
@@ -28,6 +29,9 @@ namespace lazyfuse::detail {
 // shared memory in warp order) and broadcast lane 0's value, so every lane continues with the
 // same bits and the result does not depend on timing. argmax/argmin keep the first extreme (or
 // first NaN): lanes combine by value, then by the smaller index.
+//
+// The same text also compiles as host C++ under the emulation shim of Note [CUDA emulation]
+// (LF_CUDA_EMULATION): the only device-specific code, the PTX conversions, has a host twin.
 const char* const kCudaPrelude = R"LF(// lazyfuse CUDA kernels
 typedef long long lf_i64;
 typedef unsigned char lf_u8;
@@ -37,10 +41,16 @@ template <> struct lf_wide<int> { typedef unsigned int type; };
 template <> struct lf_wide<long long> { typedef unsigned long long type; };
 #define LF_D static __device__ __forceinline__
 #define LF_W(T) typename lf_wide<T>::type
-LF_D int lf_imin(int a, int b) { return a < b ? a : b; }
-LF_D int lf_imax(int a, int b) { return a > b ? a : b; }
-LF_D lf_i64 lf_imin(lf_i64 a, lf_i64 b) { return a < b ? a : b; }
-LF_D lf_i64 lf_imax(lf_i64 a, lf_i64 b) { return a > b ? a : b; }
+template <class A, class B> LF_D auto lf_imin(A a, B b) -> decltype(a + b) {
+  return a < b ? (decltype(a + b))a : (decltype(a + b))b;
+}
+template <class A, class B> LF_D auto lf_imax(A a, B b) -> decltype(a + b) {
+  return a > b ? (decltype(a + b))a : (decltype(a + b))b;
+}
+#ifdef LF_CUDA_EMULATION
+LF_D float lf_h2f(unsigned short h) { return lf_emu_h2f(h); }
+LF_D unsigned short lf_f2h(float f) { return lf_emu_f2h(f); }
+#else
 LF_D float lf_h2f(unsigned short h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -51,6 +61,7 @@ LF_D unsigned short lf_f2h(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
+#endif
 LF_D float lf_bf16_load(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
 LF_D unsigned short lf_bf16_store(float f) {
   unsigned int u = __float_as_uint(f);

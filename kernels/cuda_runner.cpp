@@ -4,6 +4,7 @@
 #include "lazy_ir/check.h"
 
 #include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -21,6 +22,7 @@ const CudaDriverApi& driver() {
 }
 
 /// Makes the device's primary context (the one torch's runtime uses) current on this thread.
+/// Callers hold a c10::DeviceGuard for `device`, so a current context is that device's.
 void makeContextCurrent(const CudaDriverApi& api, c10::Device device) {
   CuContext context = nullptr;
   LF_CU_CHECK(api, cuCtxGetCurrent(&context));
@@ -46,14 +48,6 @@ at::Tensor& bufferSlot(const BufferBinding& b, const Graph& graph, PlanValues& v
   return outputs.at(b.value.index);
 }
 
-/// Grid for `points` points: enough blocks to cover them, at most what the device holds at
-/// once (the kernels stride over the rest). See Note [CUDA kernel structure].
-unsigned gridFor(int64_t points, const CudaKernelHandle& k) {
-  const int64_t per_block = k.shape.block / k.shape.group;
-  const int64_t needed = (points + per_block - 1) / per_block;
-  return static_cast<unsigned>(std::clamp<int64_t>(needed, 1, k.max_blocks));
-}
-
 }  // namespace
 
 int cudaArch(c10::Device device) {
@@ -66,6 +60,7 @@ std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary,
                                                  const std::vector<CudaLaunchShape>& shapes,
                                                  c10::Device device) {
   const CudaDriverApi& api = driver();
+  c10::DeviceGuard guard(device);
   makeContextCurrent(api, device);
   CuModule module = nullptr;
   LF_CU_CHECK(api, cuModuleLoadData(&module, binary.image.data()));
@@ -91,55 +86,70 @@ std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary,
   return result;
 }
 
-void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t index,
-                   const Graph& graph, PlanValues& values) {
-  const CudaKernelHandle& k = module.kernels.at(index);
-  const size_t num_buffers = fused.buffers.size();
-  std::vector<void*> pointers(num_buffers, nullptr);
+unsigned cudaGridFor(int64_t points, const CudaLaunchShape& shape, int max_blocks) {
+  const int64_t per_block = shape.block / shape.group;
+  const int64_t needed = (points + per_block - 1) / per_block;
+  return static_cast<unsigned>(std::clamp<int64_t>(needed, 1, std::max(1, max_blocks)));
+}
+
+void prepareCudaLaunch(const FusedKernel& fused, const CudaLaunchShape& shape, bool has_vector,
+                       const Graph& graph, PlanValues& values, c10::Device device,
+                       CudaLaunchArgs& launch) {
+  const size_t num_buffers = fused.buffers.size(), num_params = fused.params.size();
+  launch.pointers.assign(num_buffers, nullptr);
   for (size_t i = 0; i < num_buffers; ++i) {
     const BufferBinding& b = fused.buffers[i];
     at::Tensor& slot = bufferSlot(b, graph, values);
     if (fused.kernel.buffers[i].output) {
       slot = at::empty_strided(b.meta.sizes, b.meta.strides,
-                               at::TensorOptions().dtype(b.meta.dtype).device(module.device));
+                               at::TensorOptions().dtype(b.meta.dtype).device(device));
     }
-    LF_INTERNAL_ASSERT(slot.defined() && slot.device() == module.device, "kernel ",
-                       fused.kernel.name, " reads a buffer that is not on ", module.device);
-    pointers[i] = slot.data_ptr();
+    LF_INTERNAL_ASSERT(slot.defined() && slot.device() == device, "kernel ", fused.kernel.name,
+                       " reads a buffer that is not on ", device);
+    launch.pointers[i] = slot.data_ptr();
   }
-  if (k.shape.points == 0) return;
-  std::vector<int64_t> ints(fused.params.size(), 0);
-  std::vector<double> floats(fused.params.size(), 0);
-  std::vector<void*> args;
-  args.reserve(num_buffers + fused.params.size());
-  for (size_t i = 0; i < num_buffers; ++i) args.push_back(&pointers[i]);
-  for (size_t p = 0; p < fused.params.size(); ++p) {
+  launch.ints.assign(num_params, 0);
+  launch.floats.assign(num_params, 0);
+  launch.args.clear();
+  for (size_t i = 0; i < num_buffers; ++i) launch.args.push_back(&launch.pointers[i]);
+  for (size_t p = 0; p < num_params; ++p) {
     const ParamBinding& binding = fused.params[p];
     const c10::IValue& v = graph.nodes()[binding.position]->params().at(binding.index);
     c10::Scalar s = v.isTensor() ? v.toTensor().item() : v.toScalar();
     if (binding.floating) {
-      floats[p] = s.toDouble();
-      args.push_back(&floats[p]);
+      launch.floats[p] = s.toDouble();
+      launch.args.push_back(&launch.floats[p]);
     } else {
-      ints[p] = s.toLong();
-      args.push_back(&ints[p]);
+      launch.ints[p] = s.toLong();
+      launch.args.push_back(&launch.ints[p]);
     }
   }
-  bool vector = k.vector_function != nullptr;
-  for (int32_t b : k.shape.vector_buffers) {
+  launch.vector = has_vector;
+  for (int32_t b : shape.vector_buffers) {
     const size_t bytes = 4 * c10::elementSize(fused.kernel.buffers[b].dtype);
-    vector = vector && reinterpret_cast<uintptr_t>(pointers[b]) % bytes == 0;
+    launch.vector = launch.vector && reinterpret_cast<uintptr_t>(launch.pointers[b]) % bytes == 0;
   }
-  const int64_t points = vector ? k.shape.points / 4 : k.shape.points;
-  void* function = vector ? k.vector_function : k.function;
+  launch.points = launch.vector ? shape.points / 4 : shape.points;
+}
+
+void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t index,
+                   const Graph& graph, PlanValues& values) {
+  const CudaKernelHandle& k = module.kernels.at(index);
+  CudaLaunchArgs launch;
+  prepareCudaLaunch(fused, k.shape, k.vector_function != nullptr, graph, values, module.device,
+                    launch);
+  if (launch.points == 0) return;
+  void* function = launch.vector ? k.vector_function : k.function;
   c10::Stream stream =
       c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(module.device);
   const CudaDriverApi& api = driver();
+  c10::DeviceGuard guard(module.device);
   makeContextCurrent(api, module.device);
-  LF_CU_CHECK(api, cuLaunchKernel(static_cast<CuFunction>(function), gridFor(points, k), 1, 1,
+  LF_CU_CHECK(api, cuLaunchKernel(static_cast<CuFunction>(function),
+                                  cudaGridFor(launch.points, k.shape, k.max_blocks), 1, 1,
                                   static_cast<unsigned>(k.shape.block), 1, 1, 0,
-                                  static_cast<CuStream>(stream.native_handle()), args.data(),
-                                  nullptr));
+                                  static_cast<CuStream>(stream.native_handle()),
+                                  launch.args.data(), nullptr));
 }
 
 }  // namespace lazyfuse

@@ -43,4 +43,23 @@ std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary,
 void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t index,
                    const Graph& graph, PlanValues& values);
 
+/// The arguments of one launch of a rendered kernel (see CudaLaunchShape for their order).
+struct CudaLaunchArgs {
+  std::vector<void*> pointers;  // buffer addresses
+  std::vector<int64_t> ints;    // parameter values, by parameter
+  std::vector<double> floats;
+  std::vector<void*> args;      // the address of each argument, as cuLaunchKernel takes them
+  bool vector = false;          // launch the 4-wide variant
+  int64_t points = 0;           // points of the variant launched (points / 4 for the 4-wide one)
+};
+
+/// Allocates the outputs of `fused` on `device` (torch's allocator) and gathers the arguments
+/// of its launch; the 4-wide variant is chosen when `has_vector` and its buffers are aligned.
+void prepareCudaLaunch(const FusedKernel& fused, const CudaLaunchShape& shape, bool has_vector,
+                       const Graph& graph, PlanValues& values, c10::Device device,
+                       CudaLaunchArgs& launch);
+/// Blocks for `points` points of `shape`: enough to cover them, at most `max_blocks` (the
+/// kernels stride over the rest). See Note [CUDA kernel structure].
+unsigned cudaGridFor(int64_t points, const CudaLaunchShape& shape, int max_blocks);
+
 }  // namespace lazyfuse

@@ -243,12 +243,35 @@ TEST_F(CudaCodegenTest, SchedulesFollowTheReductionLength) {
   for (const CudaLaunchShape& shape : source.kernels) EXPECT_EQ(shape.block, 256);
 }
 
+/// out[v0, v1] = in[(v0 * 2^28 + v1) % 64] over [16, 65536]: the index stays below 64, but its
+/// numerator does not fit 32 bits (a broadcast reshaped and strided, as lowering makes it).
+Kernel wideIntermediate(const std::string& name) {
+  KernelBuilder b(name, {16, 65536});
+  int32_t in = b.buffer(ScalarType::Float, false), out = b.buffer(ScalarType::Float, true);
+  IxPtr index = ixMod(ixAdd(ixMul(ixVar(0), ixConst(int64_t{1} << 28)), ixVar(1)), ixConst(64));
+  b.store(b.load(in, ScalarType::Float, index), out, ixOffset({ixVar(0), ixVar(1)}, {65536, 1}));
+  return b.k;
+}
+
+/// A 64-bit kernel whose index clamps with lf_imax against a small constant (slice_scatter).
+Kernel clampedWideIndex(const std::string& name) {
+  KernelBuilder b(name, {int64_t{1} << 31});
+  int32_t in = b.buffer(ScalarType::Float, false), out = b.buffer(ScalarType::Float, true);
+  IxPtr index = ixMax(ixAdd(ixVar(0), ixConst(-5)), ixConst(0));
+  b.store(b.load(in, ScalarType::Float, index), out, ixVar(0));
+  return b.k;
+}
+
 TEST_F(CudaCodegenTest, IndexMathIs32BitUnlessAnIndexCanReach2To30) {
   Kernel small = contiguousScale("small", ScalarType::Float, 1 << 20);
   Kernel huge = contiguousScale("huge", ScalarType::Float, int64_t{1} << 31);
-  std::string small_text = renderCuda({&small}).source, huge_text = renderCuda({&huge}).source;
-  EXPECT_NE(small_text.find("for (int p = "), std::string::npos);
-  EXPECT_NE(huge_text.find("for (lf_i64 p = "), std::string::npos);
+  Kernel wide = wideIntermediate("wide"), clamped = clampedWideIndex("clamped");
+  EXPECT_NE(renderCuda({&small}).source.find("for (int p = "), std::string::npos);
+  EXPECT_NE(renderCuda({&huge}).source.find("for (lf_i64 p = "), std::string::npos);
+  EXPECT_NE(renderCuda({&wide}).source.find("for (lf_i64 p = "), std::string::npos)
+      << "an intermediate of the index needs 64 bits";
+  CudaCompileResult result = compileCuda(renderCuda({&wide, &clamped}).source, kHopper);
+  EXPECT_TRUE(result.binary) << result.error;
 }
 
 TEST_F(CudaCodegenTest, GoldenSources) {
