@@ -112,6 +112,7 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
 std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Device device) {
   std::vector<const Kernel*> kernels = kernelsOf(compiled.plan);
   if (device.is_cpu() && std::getenv("LAZYFUSE_CUDA_EMULATION")) {
+    if (dumpRequested("cuda")) writeDump(graph, "kernels", ".cu", renderCuda(kernels).source);
     std::string error;
     bool disk_hit = false;
     compiled.emulated = compileCudaEmulation(kernels, error, disk_hit);

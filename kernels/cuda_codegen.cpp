@@ -17,7 +17,7 @@ namespace {
 // runner may pick any grid (it sizes it from the SM count). A kernel without reductions gives
 // each thread one point; its 4-wide variant gives each thread 4 consecutive points and moves the
 // buffers indexed by the flat point itself (the contiguous ones) with one 4-element load or
-// store. A kernel with reductions gives each point a group of G threads, G = 1, 32 or 256,
+// store. A kernel with reductions gives each point a group of G threads, G = 1, 8, 32 or 256,
 // chosen by the longest reduction: the lanes of a group split each reduction's elements
 // round-robin (consecutive lanes read consecutive elements) and combine them as Note [CUDA
 // prelude] says; lane 0 stores. When the reduced elements are strided and the points
@@ -137,7 +137,8 @@ int groupSize(const Kernel& k) {
     longest = std::max(longest, numel(k.reductions[i].sizes));
     across = across || readsAcrossPoints(k, k.reductions[i], static_cast<int32_t>(i));
   }
-  if (longest < 64 || (across && domainNumel(k) >= 2048)) return 1;
+  if (longest < 16 || (across && domainNumel(k) >= 2048)) return 1;
+  if (longest < 256) return 8;
   return longest < 4096 ? 32 : kBlock;
 }
 
@@ -266,11 +267,25 @@ class CudaRenderer {
     return out + "  }\n";
   }
 
+  /// The loop over points of a group smaller than a warp: the loop runs over warp-wide steps,
+  /// so every lane of a warp takes the same iterations (its shuffles need all 32 lanes); a
+  /// group past the last point recomputes the last one and does not store.
+  std::string subWarpLoop() const {
+    const int64_t n = domainNumel(k_);
+    const std::string per_warp = std::to_string(32 / group_), per_block = std::to_string(kBlock / group_);
+    return "  for (" + ix_ + " pw = (" + ix_ + ")blockIdx.x * " + per_block + " + threadIdx.x / 32 * " +
+           per_warp + "; pw < " + std::to_string(n) + "; pw += (" + ix_ + ")gridDim.x * " +
+           per_block + ") {\n    const " + ix_ + " pg = pw + threadIdx.x % 32 / " +
+           std::to_string(group_) + ";\n    const bool live = pg < " + std::to_string(n) +
+           ";\n    const " + ix_ + " p = live ? pg : " + std::to_string(n - 1) + ";\n";
+  }
+
   std::string groupBody() {
     std::string out;
     if (group_ == kBlock) out += sharedMemory();
     if (group_ > 1) out += "  const int lane = threadIdx.x % " + std::to_string(group_) + ";\n";
-    out += pointLoop("p", domainNumel(k_), kBlock / group_) + variables("    ", "p");
+    out += group_ > 1 && group_ < 32 ? subWarpLoop() : pointLoop("p", domainNumel(k_), kBlock / group_);
+    out += variables("    ", "p");
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
       const KInstr& instr = k_.instrs[i];
       if (instr.scope != -1) continue;
@@ -278,7 +293,7 @@ class CudaRenderer {
       out += "    " + instrLine(i, "") + "\n";
     }
     std::string indent = group_ > 1 ? "      " : "    ";
-    if (group_ > 1) out += "    if (lane == 0) {\n";
+    if (group_ > 1) out += group_ < 32 ? "    if (lane == 0 && live) {\n" : "    if (lane == 0) {\n";
     for (const KStore& store : k_.stores) {
       out += indent + "b" + std::to_string(store.buffer) + "[" + ixText(store.index) +
              "] = " + storeValue(store) + ";\n";

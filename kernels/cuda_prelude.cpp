@@ -24,7 +24,7 @@ namespace lazyfuse::detail {
 // (round to nearest even), bfloat16 by a shift and c10::BFloat16's rounding. Float-to-integer
 // casts are PTX's saturating ones, as in eager's CUDA kernels.
 //
-// Reductions of a group of G threads (1, a warp, or a block of 256) fold a lane's share in
+// Reductions of a group of G threads (1, 8, a warp, or a block of 256) fold a lane's share in
 // order, then combine lanes with shuffles down to lane 0 (and, for a block, warp results in
 // shared memory in warp order) and broadcast lane 0's value, so every lane continues with the
 // same bits and the result does not depend on timing. argmax/argmin keep the first extreme (or
@@ -140,13 +140,14 @@ template <class T> LF_D T lf_shfl_from(T v, int lane, int width) {
     return (T)__shfl_sync(0xffffffffu, (int)v, lane, width); \
   }
 LF_SHFL_INT(bool) LF_SHFL_INT(signed char) LF_SHFL_INT(unsigned char) LF_SHFL_INT(short)
-/// The fold of `v` over a group of G consecutive lanes (G = 1, 32, or the whole block of 256),
+/// The fold of `v` over a group of G consecutive lanes (G = 1, 8, 32, or the block of 256),
 /// the same in every lane. `smem` holds 8 values; see Note [CUDA prelude].
 template <class Op, int G, class T> LF_D T lf_group_reduce(T v, T* smem) {
   if (G == 1) return v;
-  for (int d = 16; d > 0; d /= 2) v = Op::f(v, lf_shfl_down(v, d));
-  v = lf_shfl_from(v, 0, 32);
-  if (G == 32) return v;
+  const int width = G < 32 ? G : 32;
+  for (int d = width / 2; d > 0; d /= 2) v = Op::f(v, lf_shfl_down(v, d));
+  v = lf_shfl_from(v, 0, width);
+  if (G <= 32) return v;
   if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
   __syncthreads();
   T r = smem[0];
@@ -164,14 +165,15 @@ template <class T> LF_D bool lf_arg_takes(T va, lf_i64 ia, T vb, lf_i64 ib, bool
 }
 template <int G, class T> LF_D void lf_group_arg(T& v, lf_i64& i, bool max, T* smem_v, lf_i64* smem_i) {
   if (G == 1) return;
-  for (int d = 16; d > 0; d /= 2) {
+  const int width = G < 32 ? G : 32;
+  for (int d = width / 2; d > 0; d /= 2) {
     const T ov = lf_shfl_down(v, d);
     const lf_i64 oi = lf_shfl_down(i, d);
     if (lf_arg_takes(v, i, ov, oi, max)) { v = ov; i = oi; }
   }
-  v = lf_shfl_from(v, 0, 32);
-  i = lf_shfl_from(i, 0, 32);
-  if (G == 32) return;
+  v = lf_shfl_from(v, 0, width);
+  i = lf_shfl_from(i, 0, width);
+  if (G <= 32) return;
   if (threadIdx.x % 32 == 0) { smem_v[threadIdx.x / 32] = v; smem_i[threadIdx.x / 32] = i; }
   __syncthreads();
   v = smem_v[0];

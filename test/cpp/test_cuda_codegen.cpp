@@ -152,7 +152,7 @@ std::vector<Kernel> allKernels() {
     const ReduceKind kinds[] = {ReduceKind::kSum, ReduceKind::kProd, ReduceKind::kMax,
                                 ReduceKind::kMin, ReduceKind::kArgMax, ReduceKind::kArgMin};
     for (ReduceKind kind : kinds) {
-      for (int64_t count : {16, 1000, 20000}) {
+      for (int64_t count : {5, 100, 1000, 20000}) {
         kernels.push_back(rowReduction("reduce_" + suffix + "_" + std::to_string(int(kind)) + "_" +
                                            std::to_string(count),
                                        kind, dtype, 64, count));
@@ -226,7 +226,8 @@ TEST_F(CudaCodegenTest, RenderingIsDeterministic) {
 
 TEST_F(CudaCodegenTest, SchedulesFollowTheReductionLength) {
   std::vector<Kernel> kernels = {
-      rowReduction("short_rows", ReduceKind::kSum, ScalarType::Float, 64, 16),
+      rowReduction("tiny_rows", ReduceKind::kSum, ScalarType::Float, 64, 8),
+      rowReduction("short_rows", ReduceKind::kSum, ScalarType::Float, 64, 100),
       rowReduction("mid_rows", ReduceKind::kSum, ScalarType::Float, 64, 1000),
       rowReduction("long_rows", ReduceKind::kSum, ScalarType::Float, 64, 20000),
       rowReduction("columns", ReduceKind::kSum, ScalarType::Float, 4096, 1000, true),
@@ -234,12 +235,13 @@ TEST_F(CudaCodegenTest, SchedulesFollowTheReductionLength) {
       contiguousScale("odd_scale", ScalarType::Float, 4099)};
   CudaSource source = renderCuda(pointers(kernels));
   EXPECT_EQ(source.kernels[0].group, 1);
-  EXPECT_EQ(source.kernels[1].group, 32);
-  EXPECT_EQ(source.kernels[2].group, 256);
-  EXPECT_EQ(source.kernels[3].group, 1) << "a reduction over a leading dim reads across points";
-  EXPECT_EQ(source.kernels[4].vector_name, "scale_v4");
-  EXPECT_EQ(source.kernels[4].vector_buffers, (std::vector<int32_t>{0, 1}));
-  EXPECT_EQ(source.kernels[5].vector_name, "") << "4099 points do not split into fours";
+  EXPECT_EQ(source.kernels[1].group, 8);
+  EXPECT_EQ(source.kernels[2].group, 32);
+  EXPECT_EQ(source.kernels[3].group, 256);
+  EXPECT_EQ(source.kernels[4].group, 1) << "a reduction over a leading dim reads across points";
+  EXPECT_EQ(source.kernels[5].vector_name, "scale_v4");
+  EXPECT_EQ(source.kernels[5].vector_buffers, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(source.kernels[6].vector_name, "") << "4099 points do not split into fours";
   for (const CudaLaunchShape& shape : source.kernels) EXPECT_EQ(shape.block, 256);
 }
 
@@ -277,6 +279,7 @@ TEST_F(CudaCodegenTest, IndexMathIs32BitUnlessAnIndexCanReach2To30) {
 TEST_F(CudaCodegenTest, GoldenSources) {
   std::vector<Kernel> kernels = {contiguousScale("scale_bf16", ScalarType::BFloat16, 4096),
                                  rowReduction("row_max", ReduceKind::kMax, ScalarType::Float, 64, 1000),
+                                 rowReduction("short_row_sum", ReduceKind::kSum, ScalarType::Int, 77, 100),
                                  rowReduction("row_argmin", ReduceKind::kArgMin, ScalarType::Half, 8, 20000),
                                  twoReductions("variance_rows", 512, 3000)};
   std::string source = renderCuda(pointers(kernels)).source;

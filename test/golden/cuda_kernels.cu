@@ -69,6 +69,27 @@ extern "C" __global__ void __launch_bounds__(256) row_max(const float* __restric
   }
 }
 
+extern "C" __global__ void __launch_bounds__(256) short_row_sum(const int* __restrict__ b0, int* __restrict__ b1) {
+  const int lane = threadIdx.x % 8;
+  for (int pw = (int)blockIdx.x * 32 + threadIdx.x / 32 * 4; pw < 77; pw += (int)gridDim.x * 32) {
+    const int pg = pw + threadIdx.x % 32 / 8;
+    const bool live = pg < 77;
+    const int p = live ? pg : 76;
+    const int v0 = p;
+    int a1 = (int)0;
+    for (int q = lane; q < 100; q += 8) {
+      const int r0 = q;
+      const int t0 = (int)b0[(v0 * 100 + r0)];
+      a1 = lf_sum::f(a1, (int)t0);
+    }
+    a1 = lf_group_reduce<lf_sum, 8>(a1, (int*)0);
+    const int t1 = (int)a1;
+    if (lane == 0 && live) {
+      b1[v0] = (int)t1;
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(256) row_argmin(const unsigned short* __restrict__ b0, lf_i64* __restrict__ b1) {
   __shared__ float s1[8];
   __shared__ lf_i64 si1[8];

@@ -3,6 +3,10 @@ graphs with LAZYFUSE_CUDA_EMULATION=1, so the CUDA C++ the renderer writes (grou
 the 4-wide variant, index width, casts) is compiled as host C++ and run with one OS thread per
 CUDA thread (Note [CUDA emulation]). With a GPU the same tests run the real kernels."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -47,7 +51,7 @@ def rows_with_edges(rows, cols, seed=0):
     return x
 
 
-@pytest.mark.parametrize("cols", [16, 1000, 5000], ids=["thread", "warp", "block"])
+@pytest.mark.parametrize("cols", [5, 100, 1000, 5000], ids=["thread", "eight", "warp", "block"])
 @pytest.mark.parametrize("op", ["sum", "amax", "amin", "argmax", "argmin", "prod", "mean"])
 def test_row_reductions_by_thread_warp_and_block(op, cols):
     x = rows_with_edges(37, cols)
@@ -118,3 +122,19 @@ def test_views_scatters_and_broadcasts():
         return torch.slice_scatter(a, a[:, ::2].exp(), dim=1, start=0, step=2) * 2, s
 
     check(fn, x, y, rtol=1e-5, atol=1e-5)
+
+
+def test_dump_writes_the_cuda_source(tmp_path):
+    code = (
+        "import torch, lazyfuse\n"
+        "x = torch.ones(30, 7, device='lazy')\n"
+        "print((x.softmax(-1) * 2).cpu().sum().item())\n"
+    )
+    env = dict(os.environ, LAZYFUSE_FUSION="always", LAZYFUSE_DUMP="cuda",
+               LAZYFUSE_DUMP_DIR=str(tmp_path), LAZYFUSE_CACHE_DIR=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert abs(float(run.stdout) - 60.0) < 1e-4
+    (source,) = tmp_path.glob("lazyfuse-kernels-*.cu")
+    assert 'extern "C" __global__ void __launch_bounds__(256) lf_kernel_0(' in source.read_text()
