@@ -114,8 +114,7 @@ void prepareCudaLaunch(const FusedKernel& fused, const CudaLaunchShape& shape, b
   for (size_t i = 0; i < num_buffers; ++i) launch.args.push_back(&launch.pointers[i]);
   for (size_t p = 0; p < num_params; ++p) {
     const ParamBinding& binding = fused.params[p];
-    const c10::IValue& v = graph.nodes()[binding.position]->params().at(binding.index);
-    c10::Scalar s = v.isTensor() ? v.toTensor().item() : v.toScalar();
+    const c10::Scalar s = paramValue(graph, binding);
     if (binding.floating) {
       launch.floats[p] = s.toDouble();
       launch.args.push_back(&launch.floats[p]);
