@@ -4,7 +4,10 @@
 #include "kernels/detail/cuda_dialect.h"
 #include "lazy_ir/check.h"
 
+#include <pthread.h>
+
 #include <mutex>
+#include <thread>
 
 namespace lazyfuse {
 namespace {
@@ -15,10 +18,11 @@ namespace {
 // another, so a static is exactly one block's shared memory), __syncthreads is a barrier of the
 // block's threads, and a warp shuffle writes each lane's value to a slot, waits for the warp,
 // reads the source lane's slot, and waits again. Each block runs with one OS thread per CUDA
-// thread, so the lock-step the kernels rely on (every lane of a group reaching the same shuffle)
-// is real synchronization here. Grids are kept small (kEmulatedMaxBlocks) so the grid-stride
+// thread (a pool made once per kernel module), so the lock-step the kernels rely on (every lane
+// of a group reaching the same shuffle) is real synchronization here. Grids are kept small (kEmulatedMaxBlocks) so the grid-stride
 // loops are exercised. Launches are serialized: the shim's state is global.
 constexpr int kEmulatedMaxBlocks = 3;
+constexpr unsigned kEmulatedBlock = 256;
 
 const char* const kShim = R"LF(// lazyfuse CUDA emulation shim
 #include <math.h>
@@ -65,32 +69,24 @@ template <class T> static T __shfl_sync(unsigned, T v, int src, int width) {
   const int lane = (int)(threadIdx.x % 32);
   return lf_emu_exchange(v, lane / width * width + src % width);
 }
-struct lf_emu_task { unsigned block, thread; void (*run)(void*); void* body; };
-static void* lf_emu_thread(void* p) {
-  lf_emu_task* task = (lf_emu_task*)p;
-  blockIdx.x = task->block;
-  threadIdx.x = task->thread;
-  task->run(task->body);
-  return 0;
-}
-template <class F> static void lf_emu_launch(unsigned grid, unsigned block, F body) {
+/// Runs entry(ctx, t) for t < threads on as many threads at once, and returns when all return;
+/// given by lazyfuse (one pool per process, see runEmulatedCudaKernel).
+typedef void (*lf_emu_runner)(unsigned threads, void (*entry)(void*, unsigned), void* ctx);
+static unsigned lf_emu_current_block;
+template <class F> static void lf_emu_launch(lf_emu_runner runner, unsigned grid, unsigned block,
+                                             F body) {
   gridDim.x = grid;
   blockDim.x = block;
   pthread_barrier_init(&lf_emu_block_barrier, 0, block);
   for (unsigned w = 0; w < block / 32; ++w) pthread_barrier_init(&lf_emu_warp_barrier[w], 0, 32);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 1 << 20);
-  static pthread_t threads[1024];
-  static lf_emu_task tasks[1024];
   for (unsigned b = 0; b < grid; ++b) {
-    for (unsigned t = 0; t < block; ++t) {
-      tasks[t] = lf_emu_task{b, t, [](void* f) { (*(F*)f)(); }, &body};
-      pthread_create(&threads[t], &attr, lf_emu_thread, &tasks[t]);
-    }
-    for (unsigned t = 0; t < block; ++t) pthread_join(threads[t], 0);
+    lf_emu_current_block = b;
+    runner(block, [](void* f, unsigned t) {
+      blockIdx.x = lf_emu_current_block;
+      threadIdx.x = t;
+      (*(F*)f)();
+    }, &body);
   }
-  pthread_attr_destroy(&attr);
   pthread_barrier_destroy(&lf_emu_block_barrier);
   for (unsigned w = 0; w < block / 32; ++w) pthread_barrier_destroy(&lf_emu_warp_barrier[w]);
 }
@@ -112,14 +108,55 @@ std::string launcher(const Kernel& kernel, const std::string& name, int block) {
             std::to_string(arg) + "]";
     ++arg;
   }
-  return "extern \"C\" void lf_emu_" + name + "(unsigned grid, void** args) {\n  lf_emu_launch(grid, " +
+  return "extern \"C\" void lf_emu_" + name +
+         "(lf_emu_runner runner, unsigned grid, void** args) {\n  lf_emu_launch(runner, grid, " +
          std::to_string(block) + ", [args] { " + call + "); });\n}\n";
 }
 
-std::mutex& launchMutex() {
-  static std::mutex* const mutex = new std::mutex();
-  return *mutex;
-}
+/// The threads emulated blocks run on: made once, reused by every launch (launches are
+/// serialized), each waiting between a start and an end barrier.
+class BlockThreads {
+ public:
+  explicit BlockThreads(unsigned size) : size_(size) {
+    pthread_barrier_init(&start_, nullptr, size + 1);
+    pthread_barrier_init(&end_, nullptr, size + 1);
+    for (unsigned t = 0; t < size; ++t) {
+      std::thread([this, t] { work(t); }).detach();
+    }
+  }
+  /// See lf_emu_runner in the shim.
+  static void run(unsigned threads, void (*entry)(void*, unsigned), void* ctx) {
+    BlockThreads& pool = instance();
+    LF_INTERNAL_ASSERT(threads <= pool.size_, "an emulated block of ", threads, " threads");
+    pool.active_ = threads;
+    pool.entry_ = entry;
+    pool.ctx_ = ctx;
+    pthread_barrier_wait(&pool.start_);
+    pthread_barrier_wait(&pool.end_);
+  }
+  static std::mutex& launchMutex() {
+    static std::mutex* const mutex = new std::mutex();
+    return *mutex;
+  }
+
+ private:
+  static BlockThreads& instance() {
+    static BlockThreads* const pool = new BlockThreads(kEmulatedBlock);  // lives with the process
+    return *pool;
+  }
+  void work(unsigned t) {
+    for (;;) {
+      pthread_barrier_wait(&start_);
+      if (t < active_) entry_(ctx_, t);
+      pthread_barrier_wait(&end_);
+    }
+  }
+  const unsigned size_;
+  pthread_barrier_t start_, end_;
+  unsigned active_ = 0;
+  void (*entry_)(void*, unsigned) = nullptr;
+  void* ctx_ = nullptr;
+};
 
 }  // namespace
 
@@ -164,9 +201,12 @@ void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& m
   prepareCudaLaunch(fused, k.shape, k.vector_function != nullptr, graph, values,
                     c10::Device(c10::DeviceType::CPU), launch);
   if (launch.points == 0) return;
-  std::lock_guard<std::mutex> guard(launchMutex());
+  LF_INTERNAL_ASSERT(k.shape.block <= static_cast<int>(kEmulatedBlock), "blocks of ",
+                     k.shape.block, " threads");
+  std::lock_guard<std::mutex> guard(BlockThreads::launchMutex());
   (launch.vector ? k.vector_function : k.function)(
-      cudaGridFor(launch.points, k.shape, kEmulatedMaxBlocks), launch.args.data());
+      &BlockThreads::run, cudaGridFor(launch.points, k.shape, kEmulatedMaxBlocks),
+      launch.args.data());
 }
 
 }  // namespace lazyfuse

@@ -15,7 +15,8 @@
 
 namespace lazyfuse {
 
-using CudaEmulatedFn = void (*)(unsigned grid, void** args);
+using CudaEmulatedRunner = void (*)(unsigned threads, void (*entry)(void*, unsigned), void* ctx);
+using CudaEmulatedFn = void (*)(CudaEmulatedRunner runner, unsigned grid, void** args);
 
 struct CudaEmulatedKernel {
   CudaEmulatedFn function = nullptr;
