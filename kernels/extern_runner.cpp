@@ -7,6 +7,7 @@
 #include <ATen/core/List.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
@@ -104,6 +105,11 @@ class StepRunner {
                    outputs[i].sizes() == c10::IntArrayRef(meta.sizes),
                attrs.name, " returned ", outputs[i].scalar_type(), outputs[i].sizes(),
                " but its meta kernel promised ", meta.dtype, c10::IntArrayRef(meta.sizes));
+      // A ZeroTensor (_efficientzerotensor, autograd's zero grads) has no memory a kernel can
+      // read, and refuses in-place writes: a buffer holds real zeros.
+      if (outputs[i]._is_zerotensor()) {
+        outputs[i] = at::zeros_like(outputs[i], outputs[i].options());
+      }
       outputs[i] = withLayout(outputs[i], meta);
     }
     values_[position] = std::move(outputs);

@@ -400,3 +400,18 @@ def test_foreach_scalar_lists_are_graph_parameters(counters):
             after = counters()
             assert after["UncachedCompile"] == before["UncachedCompile"]
             assert after["CachedCompile"] > before["CachedCompile"]
+
+
+@pytest.mark.parametrize("fusion", ["0", "always"])
+def test_efficient_zero_grads_are_real_buffers(fusion, monkeypatch):
+    """Autograd makes sgn's gradient with _efficientzerotensor: a tensor without memory. A lazy
+    buffer must hold real zeros, so a fused kernel can read it and an in-place op can write it."""
+    monkeypatch.setenv("LAZYFUSE_FUSION", fusion)
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    y = x.detach().to("lazy").requires_grad_(True)
+    torch.sgn(x).sum().backward()
+    torch.sgn(y).sum().backward()
+    grad = y.grad.detach()
+    torch.testing.assert_close(grad.cpu(), x.grad)
+    grad.add_(2.0)
+    torch.testing.assert_close((grad * 3).cpu(), (x.grad + 2.0) * 3)
