@@ -44,6 +44,8 @@ step configure cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DGTEST_ROOT="$DEPS/gtest" || exit 1
 step build cmake --build $BUILD -j "$(nproc)" || exit 1
 install -D -m 0755 $BUILD/liblazyfuse.so python/lazyfuse/lib/liblazyfuse.so
+# The editable install registers the torch.backends autoload entry point (test_api.py uses it).
+step pip_install $PY -m pip install -q --no-index --no-build-isolation --no-deps -e python
 
 if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
   step ctest ctest --test-dir $BUILD --output-on-failure -j 8
@@ -54,6 +56,7 @@ if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
 fi
 if [ "$MODE" = bench ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
   step bench env LAZYFUSE_BENCH_OUT="$OUT" $PY bench/gpu_suite.py
+  step trace_overhead $PY bench/trace_overhead.py
 fi
 if [ "$MODE" = opinfo ] || [ "$MODE" = all ]; then
   step opinfo $PY -m pytest test/opinfo -q -p no:cacheprovider --opinfo-subset=ci
