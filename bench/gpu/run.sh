@@ -57,6 +57,7 @@ fi
 if [ "$MODE" = bench ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
   step bench env LAZYFUSE_BENCH_OUT="$OUT" $PY bench/gpu_suite.py
   step trace_overhead $PY bench/trace_overhead.py
+  cp bench/results/trace_overhead.* "$OUT"/ 2>/dev/null
 fi
 if [ "$MODE" = opinfo ] || [ "$MODE" = all ]; then
   step opinfo $PY -m pytest test/opinfo -q -p no:cacheprovider --opinfo-subset=ci
