@@ -35,7 +35,8 @@ NINJA_FILE    := $(BUILD)/build.ninja
 # Anything that imports torch only to ask it something must not autoload lazyfuse.
 TORCH_QUERY := TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PY) -c
 
-.PHONY: deps venv build install test test-cpp test-python test-opinfo opinfo example-cpp demo bench \
+.PHONY: deps venv build install test test-cpp test-python test-opinfo test-opinfo-fused opinfo \
+        example-cpp demo bench \
         clean distclean
 
 # ---- one-time setup ----------------------------------------------------------------------------
@@ -115,6 +116,11 @@ test-python: build
 OPINFO_SUBSET ?= full
 test-opinfo: build
 	$(PY) -m pytest test/opinfo -q -p no:cacheprovider --opinfo-subset=$(OPINFO_SUBSET)
+
+# The ci subset with every graph compiled into fused kernels (about an hour cold on 2 cores,
+# minutes with a warm kernel cache): the lowerings against PyTorch's own samples.
+test-opinfo-fused: build
+	LAZYFUSE_FUSION=always $(PY) -m pytest test/opinfo -q -p no:cacheprovider --opinfo-subset=ci
 
 # The full sweep, resuming after a crash, then docs/op_coverage.md.
 opinfo: build
