@@ -67,7 +67,7 @@ const CudaDriverApi* cudaDriver(std::string* why = nullptr);
 
 /// "NVRTC 13.0 (<path>)", or why there is none; for logs and the Python API.
 std::string nvrtcDescription();
-/// "CUDA driver 13.0, 1 device(s)", or why there is no usable GPU.
+/// "CUDA driver 13.0", or why there is no usable GPU.
 std::string cudaDriverDescription();
 
 /// The message of an NVRTC / driver result code.

@@ -25,9 +25,9 @@ struct CudaLaunchShape {
   int64_t points = 0;
   int group = 1;
   int block = 256;
-  /// A variant that runs 4 consecutive points per thread with 16-byte-wide (4-element) loads
-  /// and stores of `vector_buffers`; usable when every one of those buffers' addresses is a
-  /// multiple of 4 elements. Empty when the kernel has none.
+  /// A variant that runs 4 consecutive points per thread with one 4-element load or store of
+  /// each of `vector_buffers` (16 bytes for float); usable when every one of those buffers'
+  /// addresses is a multiple of 4 elements. Empty when the kernel has none.
   std::string vector_name;
   std::vector<int32_t> vector_buffers;
 };

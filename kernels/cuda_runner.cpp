@@ -67,6 +67,7 @@ std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary,
   const int sms = attribute(api, kCuDeviceAttributeMultiprocessorCount, device);
   auto result = std::make_shared<CudaModule>();
   result->device = device;
+  result->module = module;
   for (const CudaLaunchShape& shape : shapes) {
     CudaKernelHandle handle;
     handle.shape = shape;

@@ -27,6 +27,7 @@ struct CudaKernelHandle {
 /// for the life of the process).
 struct CudaModule {
   c10::Device device = c10::Device(c10::DeviceType::CUDA, 0);
+  void* module = nullptr;  // CuModule
   std::vector<CudaKernelHandle> kernels;  // in the order of CudaSource::kernels
 };
 
