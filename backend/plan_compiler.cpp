@@ -108,10 +108,17 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
               " do not compile for CUDA sm_", arch, ": ", result.error);
 }
 
+/// LAZYFUSE_CUDA_EMULATION set to anything but "", "0" or "off".
+bool emulationRequested() {
+  const char* env = std::getenv("LAZYFUSE_CUDA_EMULATION");
+  const std::string value = env ? env : "";
+  return !value.empty() && value != "0" && value != "off";
+}
+
 /// Compiles the plan's kernels for `device`; the error text, or "" on success.
 std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Device device) {
   std::vector<const Kernel*> kernels = kernelsOf(compiled.plan);
-  if (device.is_cpu() && std::getenv("LAZYFUSE_CUDA_EMULATION")) {
+  if (device.is_cpu() && emulationRequested()) {
     if (dumpRequested("cuda")) writeDump(graph, "kernels", ".cu", renderCuda(kernels).source);
     std::string error;
     bool disk_hit = false;

@@ -149,21 +149,41 @@ class CallRecorder {
     c10::IValue& v = args_[i];
     key_ = hashCombine(key_, i);
     if (v.isTensor()) return scanTensor(v.toTensor(), i);
-    if (v.isTensorList()) {
-      auto list = v.toTensorList();
-      key_ = hashCombine(key_, list.size());
-      for (const at::Tensor& t : list) addInput(t, i);
-      return;
-    }
+    if (v.isTensorList()) return scanTensorList(i);
     if (v.isList() && v.toListRef().size() > 0 && isOptionalTensorList(i)) return scanOptionalList(i);
     if (traits_.generator_arg[i] || (traits_.scalar_arg[i] && !traits_.scalars_are_constants)) {
       params_.push_back(v);
       key_ = hashCombine(key_, hashString(v.tagKind()));
-      if (v.isList()) key_ = hashCombine(key_, v.toListRef().size());
+      // A Scalar[]'s entries are parameters too, but their kinds (int, float, bool, complex)
+      // decide output dtypes and kernel code, as a Scalar's kind does.
+      if (v.isList()) {
+        key_ = hashCombine(key_, v.toListRef().size());
+        for (const c10::IValue& entry : v.toListRef()) {
+          key_ = hashCombine(key_, hashString(entry.tagKind()));
+        }
+      }
       return;
     }
     if (v.isDevice()) v = c10::IValue(toHardware(v.toDevice()));
     key_ = hashIValue(key_, v);
+  }
+
+  /// A Tensor[] argument. Eager's foreach kernels accept 0-dim CPU tensors in a list next to
+  /// device tensors (optimizers pass a tensor lr that way); they are moved to lazy.
+  void scanTensorList(size_t i) {
+    auto list = args_[i].toTensorList();
+    key_ = hashCombine(key_, list.size());
+    c10::List<at::Tensor> moved;
+    bool any_moved = false;
+    for (at::Tensor t : list) {
+      if (isCpuScalar(t) && !traits_.written[i]) {
+        t = upload(t);
+        any_moved = true;
+      }
+      addInput(t, i);
+      moved.push_back(t);
+    }
+    if (any_moved) args_[i] = moved;
   }
 
   bool isOptionalTensorList(size_t i) const {

@@ -5,6 +5,7 @@
 #include "lazy_ir/check.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <thread>
@@ -18,8 +19,10 @@ namespace {
 // another, so a static is exactly one block's shared memory), __syncthreads is a barrier of the
 // block's threads, and a warp shuffle writes each lane's value to a slot, waits for the warp,
 // reads the source lane's slot, and waits again. Each block runs with one OS thread per CUDA
-// thread (a pool made once per kernel module), so the lock-step the kernels rely on (every lane
-// of a group reaching the same shuffle) is real synchronization here. Grids are kept small (kEmulatedMaxBlocks) so the grid-stride
+// thread (a pool of threads made once per process, and again in a forked child), so the
+// lock-step the kernels rely on is real synchronization here. That lock-step is an invariant of
+// the renderer: every lane of a group reaches every shuffle (Note [CUDA kernel structure]); a
+// kernel that let part of a warp skip one would deadlock here, and be wrong on a GPU. Grids are kept small (kEmulatedMaxBlocks) so the grid-stride
 // loops are exercised. Launches are serialized: the shim's state is global.
 constexpr int kEmulatedMaxBlocks = 3;
 constexpr unsigned kEmulatedBlock = 256;
@@ -27,6 +30,7 @@ constexpr unsigned kEmulatedBlock = 256;
 const char* const kShim = R"LF(// lazyfuse CUDA emulation shim
 #include <math.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <string.h>
 #define LF_CUDA_EMULATION 1
 #define __global__
@@ -140,8 +144,15 @@ class BlockThreads {
   }
 
  private:
+  /// The pool of this process: a forked child has the parent's pool object but none of its
+  /// threads, so it makes its own (the parent's object is left alone).
   static BlockThreads& instance() {
-    static BlockThreads* const pool = new BlockThreads(kEmulatedBlock);  // lives with the process
+    static BlockThreads* pool = nullptr;
+    static pid_t owner = 0;
+    if (!pool || owner != getpid()) {
+      pool = new BlockThreads(kEmulatedBlock);  // lives with the process
+      owner = getpid();
+    }
     return *pool;
   }
   void work(unsigned t) {

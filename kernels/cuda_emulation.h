@@ -1,7 +1,7 @@
 #pragma once
 
 // Runs rendered CUDA kernels on the CPU: the same source, compiled as host C++ under a shim that
-// gives every CUDA thread of a block its own OS thread (Note [CUDA emulation]). Slow, and only
+// runs every CUDA thread of a block on a thread of its own from a pool (Note [CUDA emulation]). Slow, and only
 // for tests: it checks what the CUDA renderer computes (reductions across lanes, the 4-wide
 // variant, index math) against eager PyTorch on a machine without a GPU.
 

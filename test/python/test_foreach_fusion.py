@@ -81,3 +81,38 @@ def test_tensor_overload_stays_an_aten_call():
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e)
     assert lazyfuse.metrics().get("KernelsLaunched", 0) == 0
+
+
+@pytest.mark.parametrize("fusion", ["0", "always"])
+def test_scalar_list_entry_kinds_are_part_of_the_graph(fusion, monkeypatch):
+    """The entries of a Scalar[] are parameters, but an int entry and a float entry make
+    different graphs (output dtype, kernel code), as eager's type promotion says."""
+    monkeypatch.setenv("LAZYFUSE_FUSION", fusion)
+    floats, ints = tensors(), [torch.arange(5), torch.arange(3) - 1, torch.arange(4) * 3]
+    for xs in (floats, ints):
+        for scalars in ([2, 3, 4], [2.5, 0.5, 1.5], [1, 2.5, True], [True, False, True]):
+            expected = torch._foreach_add(xs, scalars)
+            got = [t.cpu() for t in torch._foreach_add(to_lazy(xs), scalars)]
+            for g, e in zip(got, expected):
+                assert g.dtype == e.dtype
+                torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("name", ["RAdam", "Adagrad"])
+def test_optimizers_with_a_tensor_lr(name):
+    """With a tensor lr, foreach optimizers put 0-dim CPU tensors in Tensor[] arguments, which
+    eager's foreach kernels accept next to device tensors."""
+    torch.manual_seed(0)
+    params = [torch.randn(s, requires_grad=True) for s in [(6, 4), (6,)]]
+    lazy = [p.detach().to("lazy").requires_grad_(True) for p in params]
+    make = getattr(torch.optim, name)
+    opts = make(params, lr=torch.tensor(0.01), foreach=True), make(lazy, lr=torch.tensor(0.01))
+    for _ in range(3):
+        for p, q in zip(params, lazy):
+            p.grad = torch.randn_like(p)
+            q.grad = p.grad.to("lazy")
+        opts[0].step()
+        opts[1].step()
+        lazyfuse.mark_step()
+    for p, q in zip(params, lazy):
+        torch.testing.assert_close(q.detach().cpu(), p.detach())
