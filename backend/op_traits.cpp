@@ -53,6 +53,39 @@ bool isGeneratorType(const c10::TypePtr& type) {
   return false;
 }
 
+bool isInPlace(const c10::FunctionSchema& schema, const std::vector<uint8_t>& written) {
+  const std::string& name = schema.name();
+  if (name.size() < 2 || name.back() != '_' || name.find("::__") != std::string::npos) return false;
+  return !written.empty() && written[0];
+}
+
+bool isOut(const c10::FunctionSchema& schema, const std::vector<uint8_t>& written) {
+  bool any = false;
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (!written[i]) continue;
+    if (!schema.arguments()[i].is_out()) return false;
+    any = true;
+  }
+  return any;
+}
+
+// See Note [In-place result casts]. A random op's out= variant draws in the out tensor's dtype
+// (bernoulli into an int tensor is fine), so its functional result's dtype says nothing.
+std::string functionalNameOf(const c10::OperatorHandle& op, const std::vector<uint8_t>& written) {
+  const c10::FunctionSchema& schema = op.schema();
+  if (isInPlace(schema, written)) return schema.name().substr(0, schema.name().size() - 1);
+  if (isOut(schema, written) && !op.hasTag(at::Tag::nondeterministic_seeded)) return schema.name();
+  return "";
+}
+
+int outDtypeArgOf(const c10::FunctionSchema& schema, const std::vector<uint8_t>& written) {
+  static const std::set<std::string> reductions = {"aten::sum", "aten::prod", "aten::nansum",
+                                                   "aten::cumsum", "aten::cumprod"};
+  if (reductions.count(schema.name()) == 0 || !isOut(schema, written)) return -1;
+  auto index = schema.argumentIndexWithName("dtype");
+  return index ? static_cast<int>(*index) : -1;
+}
+
 std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   auto traits = std::make_unique<OpTraits>();
@@ -71,6 +104,8 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
     traits->scalar_arg.push_back(isScalarType(arg.type()));
     traits->generator_arg.push_back(isGeneratorType(arg.type()));
   }
+  traits->functional_name = functionalNameOf(op, traits->written);
+  traits->out_dtype_arg = outDtypeArgOf(schema, traits->written);
   for (const c10::Argument& ret : schema.returns()) {
     if (!isTensorLike(ret.type())) traits->eager = true;
     int aliased = -1;

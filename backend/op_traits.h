@@ -36,6 +36,13 @@ struct OpTraits {
   AuxOutputs aux_outputs = AuxOutputs::kSameAsMeta;
   /// Per schema argument: the op writes it (in-place and out= arguments).
   std::vector<uint8_t> written;
+  /// For an in-place or out= op, the counter_name of the functional op that functionalization
+  /// records in its place ("aten::mul" for mul_ and mul.out); empty for any other op.
+  /// See Note [In-place result casts].
+  std::string functional_name;
+  /// For the out= variants of sum, prod, nansum, cumsum and cumprod, which eager computes in the
+  /// out tensor's dtype when given none: the index of their dtype argument; -1 for any other op.
+  int out_dtype_arg = -1;
   /// Per schema return: the index of the written argument it returns, or -1.
   std::vector<int> returns_arg;
   /// Per schema argument: the schema type is Scalar / Scalar? (a parameter).

@@ -10,10 +10,12 @@
 #include <ATen/core/List.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/SmallVector.h>
 
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace lazyfuse {
 namespace {
@@ -306,6 +308,61 @@ bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {
   return false;
 }
 
+// Note [In-place result casts]
+// Eager refuses an in-place or out= op whose result dtype cannot be cast to the tensor it writes
+// (`int_tensor.mul_(floats)`: "result type Float can't be cast to the desired output type Int").
+// Functionalization loses that check: it records the functional op (mul), then casts its result
+// to the written tensor's dtype in FunctionalTensorWrapper::replace_, silently truncating. Its
+// meta reference run of the in-place op does not help (several Python meta kernels, mul_'s among
+// them, check no dtypes), and out= ops get none. So aten's in-place and out= ops get a kernel on
+// AutogradLazy, the one key above Functionalize that is ours (writtenCastKernel): it notes the
+// dtypes the op will write and hands the op to autograd; the recorder checks the first op of the
+// functional name it then records, before any tensor is replaced, so every tensor stays as it
+// was. The rule (eager's TensorIterator rule, can_cast) agrees with every OpInfo's in-place and
+// out= variant but three kinds, which the traits leave out or fix: random ops' out= (they draw in
+// the out dtype), ops where eager is stricter (left as before), and sum, prod, nansum, cumsum and
+// cumprod with out= and no dtype, which compute in the out tensor's dtype: the kernel passes that
+// dtype on. Under InferenceMode, which skips autograd keys, nothing is checked.
+// Pinned by test_errors.py::test_written_cast_*.
+struct PendingWrite {
+  const std::string* functional_name = nullptr;  // null: no write pending
+  c10::SmallVector<c10::ScalarType, 4> dtypes;   // of the written tensors, in argument order
+};
+
+PendingWrite& pendingWrite() {
+  thread_local PendingWrite pending;
+  return pending;
+}
+
+class PendingWriteGuard {
+ public:
+  explicit PendingWriteGuard(PendingWrite write)
+      : saved_(std::exchange(pendingWrite(), std::move(write))) {}
+  ~PendingWriteGuard() { pendingWrite() = std::move(saved_); }
+  PendingWriteGuard(const PendingWriteGuard&) = delete;
+  PendingWriteGuard& operator=(const PendingWriteGuard&) = delete;
+
+ private:
+  PendingWrite saved_;
+};
+
+/// Refuses the op recorded in place of a pending in-place or out= op when one of its results
+/// cannot be cast to the tensor it is written into. See Note [In-place result casts].
+void checkPendingWrite(const OpTraits& traits, const AtenCallAttrs& attrs) {
+  PendingWrite& pending = pendingWrite();
+  if (pending.functional_name == nullptr || *pending.functional_name != traits.counter_name) return;
+  pending.functional_name = nullptr;
+  const size_t n = pending.dtypes.size();
+  if (attrs.outputs.size() < n) return;
+  const size_t first = attrs.outputs.size() - n;
+  for (size_t k = 0; k < n; ++k) {
+    c10::ScalarType result = attrs.outputs[first + k].dtype;
+    c10::ScalarType written = pending.dtypes[k];
+    LF_CHECK(written == c10::ScalarType::Undefined || c10::canCast(result, written), "result type ",
+             result, " can't be cast to the desired output type ", written);
+  }
+}
+
 /// Points every written argument at its new value, and pushes the op's returns.
 void pushResults(const AtenCallAttrs& attrs, const NodePtr& node, const OpTraits& traits,
                  torch::jit::Stack& args, bool factory, torch::jit::Stack* stack) {
@@ -367,10 +424,35 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     std::move(args.begin(), args.end(), stack->end() - num_args);
     return eagerFallback(op, stack);
   }
+  checkPendingWrite(traits, *attrs);
   NodePtr node = Node::aten(attrs, recorder.takeInputs(), recorder.takeParams());
   metrics::ops_recorded.add();
   torch::jit::drop(*stack, num_args);
   pushResults(*attrs, node, traits, args, /*factory=*/!recorder.anyLazy(), stack);
+}
+
+void writtenCastKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpTraits& traits = traitsOf(op);
+  PendingWrite write;
+  write.functional_name = &traits.functional_name;
+  const size_t first_arg = stack->size() - traits.written.size();
+  for (size_t i = 0; i < traits.written.size(); ++i) {
+    if (!traits.written[i]) continue;
+    const c10::IValue& v = (*stack)[first_arg + i];
+    std::vector<at::Tensor> tensors;
+    if (v.isTensor()) tensors.push_back(v.toTensor());
+    if (v.isTensorList()) tensors = v.toTensorList().vec();
+    for (const at::Tensor& t : tensors) {
+      write.dtypes.push_back(t.defined() ? t.scalar_type() : c10::ScalarType::Undefined);
+    }
+  }
+  if (traits.out_dtype_arg >= 0) {
+    // Eager reduces in the out tensor's dtype when given none; the functional op must too.
+    c10::IValue& dtype = (*stack)[first_arg + traits.out_dtype_arg];
+    if (dtype.isNone() && write.dtypes[0] != c10::ScalarType::Undefined) dtype = write.dtypes[0];
+  }
+  PendingWriteGuard guard(std::move(write));
+  op.callBoxedForDispatchKey(c10::DispatchKey::Autograd, *stack);
 }
 
 size_t metaCacheSize() {

@@ -17,6 +17,11 @@ void eagerFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 /// See Note [native_batch_norm writes its running stats].
 void nativeBatchNormKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+/// Kernel on AutogradLazy for the in-place and out= ops of aten: runs the op's autograd kernel,
+/// and has the recorder refuse the functional op recorded in its place if a result cannot be cast
+/// to the tensor it writes, as eager does. See Note [In-place result casts].
+void writtenCastKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 /// Number of distinct (op, input metadata) entries inferred on Meta.
 size_t metaCacheSize();
 

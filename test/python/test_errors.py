@@ -92,10 +92,6 @@ def test_shape_error_at_op(inputs, op):
 KERNEL_DTYPE_CHECK = pytest.mark.xfail(
     reason="library bug: a dtype check that only the CPU kernel makes (the Meta kernel does not) "
     "is raised at sync, not at the op", strict=True)
-IN_PLACE_CAST = pytest.mark.xfail(
-    reason="library bug: an in-place op or out= whose float result cannot be cast to the integer "
-    "self/out is accepted (the result is silently truncated); eager raises \"result type Float "
-    "can't be cast to the desired output type ...\"", strict=True)
 ERROR_TYPE = pytest.mark.xfail(
     reason="library bug: raises RuntimeError at the op where eager raises IndexError (the Meta "
     "kernel's check is not the CPU kernel's)", strict=True)
@@ -107,14 +103,12 @@ DTYPE_ERRORS = {
     "neg_bool": ([data(3, dtype=torch.bool)], lambda a: -a),
     "sub_bool": ([data(3, dtype=torch.bool)], lambda a: a - a),
     "float_index": pytest.param([data(4), data(2)], lambda a, i: a[i], marks=ERROR_TYPE),
-    "in_place_float_tensor_into_int": pytest.param(
-        [data(3, dtype=torch.int32), data(3)], lambda a, b: a.mul_(b), marks=IN_PLACE_CAST),
-    "out_sqrt_into_int": pytest.param(
-        [data(3).abs(), data(3, dtype=torch.int64)], lambda a, o: torch.sqrt(a, out=o),
-        marks=IN_PLACE_CAST),
-    "out_add_into_int": pytest.param(
-        [data(3), data(3, dtype=torch.int64)], lambda a, o: torch.add(a, 1.5, out=o),
-        marks=IN_PLACE_CAST),
+    "in_place_float_tensor_into_int": ([data(3, dtype=torch.int32), data(3)],
+                                       lambda a, b: a.mul_(b)),
+    "out_sqrt_into_int": ([data(3).abs(), data(3, dtype=torch.int64)],
+                          lambda a, o: torch.sqrt(a, out=o)),
+    "out_add_into_int": ([data(3), data(3, dtype=torch.int64)],
+                         lambda a, o: torch.add(a, 1.5, out=o)),
     "mm_mixed": pytest.param([data(2, 3), data(3, 2, dtype=torch.float64)], torch.mm,
                              marks=KERNEL_DTYPE_CHECK),
     "bitwise_and_float": pytest.param([data(3), data(3)], lambda a, b: a & b,
@@ -126,6 +120,88 @@ DTYPE_ERRORS = {
     "int_pow_negative": pytest.param([data(3, dtype=torch.int64)], lambda a: a ** -1,
                                      marks=KERNEL_DTYPE_CHECK),
 }
+
+
+# ---- casts into the tensor an in-place or out= op writes -----------------------------------
+# See Note [In-place result casts] in backend/recorder.cpp.
+
+WRITTEN_CAST_ERRORS = {
+    "div_int": ([data(3, dtype=torch.int64)], lambda a: a.div_(2)),
+    "mul_view_of_int": ([data(4, dtype=torch.int32), data(3)], lambda a, b: a[1:].mul_(b)),
+    "long_into_bool_out": ([data(3, dtype=torch.int64), data(3, dtype=torch.bool)],
+                           lambda a, o: torch.add(a, a, out=o)),
+    "complex_into_half": ([data(3, dtype=torch.float16), torch.ones(3, dtype=torch.complex64)],
+                          lambda a, b: a.add_(b)),
+    "foreach_mul_into_int": ([data(3, dtype=torch.int64), data(3)],
+                             lambda a, b: torch._foreach_mul_([a], [b])),
+    "max_values_into_int_out": (
+        [data(2, 3), data(3, dtype=torch.int64), data(3, dtype=torch.int64)],
+        lambda a, v, i: torch.max(a, 0, out=(v, i))),
+    "float_into_int_under_no_grad": ([data(3, dtype=torch.int64), data(3)],
+                                     lambda a, b: _no_grad(lambda: a.sub_(b, alpha=2))),
+}
+
+
+def _no_grad(fn):
+    with torch.no_grad():
+        return fn()
+
+
+@pytest.mark.parametrize(
+    "inputs, op", [_case(WRITTEN_CAST_ERRORS, n) for n in sorted(WRITTEN_CAST_ERRORS)]
+)
+def test_written_cast_error_at_op(inputs, op):
+    check_raises_at_op(inputs, op)
+
+
+def test_written_cast_error_says_what_eager_says():
+    a, b = data(3, dtype=torch.int32), data(3)
+    with pytest.raises(RuntimeError) as eager:
+        a.clone().mul_(b)
+    with pytest.raises(RuntimeError) as lazy:
+        a.to("lazy").clone().mul_(b.to("lazy"))
+    assert str(lazy.value) == str(eager.value)
+
+
+WRITTEN_CASTS_ALLOWED = {
+    "double_into_float": ([data(3), data(3, dtype=torch.float64)], lambda a, b: a.add_(b)),
+    "long_into_int": ([data(3, dtype=torch.int32), data(3, dtype=torch.int64)],
+                      lambda a, b: a.add_(b)),
+    "long_into_float_out": ([data(3, dtype=torch.int64), data(3)],
+                            lambda a, o: torch.add(a, a, out=o)),
+    "bool_into_long_out": ([data(3), data(3, dtype=torch.int64)],
+                           lambda a, o: torch.eq(a, a, out=o)),
+    "float_fill_into_int": ([data(3, dtype=torch.int64)], lambda a: a.masked_fill_(a > 1, 2.5)),
+    "float_copy_into_int": ([data(3, dtype=torch.int64), data(3)], lambda a, b: a.copy_(b)),
+    # Eager sums in the out tensor's dtype when no dtype is given: the values differ from a cast
+    # of the float sum, so these also pin that the lazy sum runs in that dtype.
+    "sum_into_long_out": ([data(4, 3) * 3, data(3, dtype=torch.int64)],
+                          lambda a, o: torch.sum(a, 0, out=o)),
+    "prod_into_long_out": ([data(4, 3) * 3, data(3, dtype=torch.int64)],
+                           lambda a, o: torch.prod(a, 0, out=o)),
+    "cumsum_into_long_out": ([data(4, 3) * 3, data(4, 3, dtype=torch.int64)],
+                             lambda a, o: torch.cumsum(a, 0, out=o)),
+}
+
+
+@pytest.mark.parametrize(
+    "inputs, op", [_case(WRITTEN_CASTS_ALLOWED, n) for n in sorted(WRITTEN_CASTS_ALLOWED)]
+)
+def test_written_cast_allowed(inputs, op):
+    cpu_inputs = on("cpu", *inputs)
+    lazy_inputs = on("lazy", *inputs)
+    expected = op(*cpu_inputs)
+    actual = op(*lazy_inputs)
+    torch.testing.assert_close(actual.cpu(), expected)
+    for lazy_t, cpu_t in zip(lazy_inputs, cpu_inputs):
+        torch.testing.assert_close(lazy_t.cpu(), cpu_t)
+
+
+def test_random_out_into_int_allowed():
+    out = torch.zeros(3, dtype=torch.int64, device="lazy")
+    torch.bernoulli(torch.full((3,), 0.5, device="lazy"), out=out)
+    assert out.dtype == torch.int64
+    assert set(out.cpu().tolist()) <= {0, 1}
 
 
 # ---- reductions over empty tensors ---------------------------------------------------------
