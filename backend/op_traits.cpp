@@ -86,6 +86,22 @@ int outDtypeArgOf(const c10::FunctionSchema& schema, const std::vector<uint8_t>&
   return index ? static_cast<int>(*index) : -1;
 }
 
+// See Note [View geometry].
+std::optional<c10::OperatorHandle> viewOpOf(const c10::FunctionSchema& schema) {
+  static const std::string kSuffix = "_copy";
+  const std::string& name = schema.name();
+  if (name.size() <= kSuffix.size() ||
+      name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+    return std::nullopt;
+  }
+  auto view = c10::Dispatcher::singleton().findOp(
+      {name.substr(0, name.size() - kSuffix.size()), schema.overload_name()});
+  if (!view || view->schema().returns().size() != 1) return std::nullopt;
+  const c10::AliasInfo* alias = view->schema().returns()[0].alias_info();
+  if (alias == nullptr || alias->isWrite()) return std::nullopt;
+  return view;
+}
+
 std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   auto traits = std::make_unique<OpTraits>();
@@ -106,6 +122,7 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   }
   traits->functional_name = functionalNameOf(op, traits->written);
   traits->out_dtype_arg = outDtypeArgOf(schema, traits->written);
+  traits->view_op = viewOpOf(schema);
   for (const c10::Argument& ret : schema.returns()) {
     if (!isTensorLike(ret.type())) traits->eager = true;
     int aliased = -1;

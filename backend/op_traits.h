@@ -7,6 +7,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct OpTraits {
   /// For the out= variants of sum, prod, nansum, cumsum and cumprod, which eager computes in the
   /// out tensor's dtype when given none: the index of their dtype argument; -1 for any other op.
   int out_dtype_arg = -1;
+  /// For a *_copy op that functionalization records in place of a view op (transpose_copy for
+  /// transpose): that view op. See Note [View geometry].
+  std::optional<c10::OperatorHandle> view_op;
   /// Per schema return: the index of the written argument it returns, or -1.
   std::vector<int> returns_arg;
   /// Per schema argument: the schema type is Scalar / Scalar? (a parameter).

@@ -48,11 +48,14 @@ bool isCpuScalar(const at::Tensor& tensor) {
 HashValue hashImplMeta(HashValue h, const LazyTensorImpl& impl) {
   h = hashCombine(h, static_cast<HashValue>(c10::typeMetaToScalarType(impl.dtype())));
   h = hashInts(h, impl.sizes());
-  return hashInts(h, impl.strides());
+  return hashInts(h, impl.traceStrides());  // See Note [View geometry]
 }
 
+/// A Meta stand-in for `tensor`; a lazy one's strides are those of its value in the trace.
 at::Tensor toMeta(const at::Tensor& tensor) {
-  return at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options().device(c10::kMeta));
+  const LazyTensorImpl* impl = lazyImpl(tensor);
+  c10::IntArrayRef strides = impl != nullptr ? impl->traceStrides() : tensor.strides();
+  return at::empty_strided(tensor.sizes(), strides, tensor.options().device(c10::kMeta));
 }
 
 /// A Meta stand-in for a 0-dim CPU tensor parameter, a wrapped number if it was one.
@@ -429,6 +432,7 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   metrics::ops_recorded.add();
   torch::jit::drop(*stack, num_args);
   pushResults(*attrs, node, traits, args, /*factory=*/!recorder.anyLazy(), stack);
+  if (traits.view_op) reportViewResults(*traits.view_op, key, args, *stack, attrs->returns.size());
 }
 
 void writtenCastKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
