@@ -52,9 +52,14 @@ void registerData(const c10::intrusive_ptr<LazyData>& data) {
 // seen). So the LazyTensorImpl a *_copy op returns reports the geometry of the view it stands for,
 // found by running the view op on Meta over the input's reported geometry (cached), while the
 // recorder, its meta cache and the graph go on using the value's strides in the trace
-// (traceStrides). Any other op's result reports its trace strides, as before: after an in-place
-// op on a view, the view reports contiguous strides until functionalization regenerates it.
-// Pinned by test_views_mutation.py::test_view_metadata_like_eager.
+// (traceStrides). Writes keep geometry, as in eager: the result of the op recorded for an
+// in-place or out= op reports the geometry of the tensor it is written into (not under
+// InferenceMode, see Note [In-place result casts]), and a *_scatter's result the geometry of the
+// base it writes into. That matters beyond the written tensor: functionalization replays a write
+// through a view into its base with *_scatter and inverse view ops (t_copy for t), whose results
+// become the base's value and views. Any other op's result reports its trace strides.
+// Pinned by test_views_mutation.py::test_view_metadata_like_eager and
+// test_view_metadata_after_write_like_eager.
 struct ViewGeometry {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
@@ -152,6 +157,13 @@ void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
       }
     }
   }
+}
+
+void reportGeometryOf(const at::Tensor& like, const at::Tensor& result) {
+  auto* impl = dynamic_cast<LazyTensorImpl*>(result.unsafeGetTensorImpl());
+  if (!like.defined() || impl == nullptr || impl->sizes() != like.sizes()) return;
+  if (impl->strides() == like.strides() && like.storage_offset() == impl->storage_offset()) return;
+  impl->reportViewGeometry(like.strides(), like.storage_offset());
 }
 
 c10::intrusive_ptr<LazyData> LazyData::pending(Value value) {

@@ -102,6 +102,11 @@ void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
                        const torch::jit::Stack& args, torch::jit::Stack& stack,
                        size_t num_results);
 
+/// Makes the raw lazy tensor `result` report the strides and storage offset `like` reports, when
+/// their sizes agree: the result of an in-place op keeps the geometry of the tensor it writes, a
+/// *_scatter the geometry of the base it writes into. See Note [View geometry].
+void reportGeometryOf(const at::Tensor& like, const at::Tensor& result);
+
 /// A raw (unwrapped) lazy tensor holding a pending value.
 at::Tensor makeLazyTensor(Value value);
 /// A raw lazy tensor holding `buffer`, which lives on the hardware device.

@@ -86,14 +86,16 @@ int outDtypeArgOf(const c10::FunctionSchema& schema, const std::vector<uint8_t>&
   return index ? static_cast<int>(*index) : -1;
 }
 
+bool endsWith(const std::string& name, const std::string& suffix) {
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // See Note [View geometry].
 std::optional<c10::OperatorHandle> viewOpOf(const c10::FunctionSchema& schema) {
   static const std::string kSuffix = "_copy";
   const std::string& name = schema.name();
-  if (name.size() <= kSuffix.size() ||
-      name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
-    return std::nullopt;
-  }
+  if (!endsWith(name, kSuffix)) return std::nullopt;
   auto view = c10::Dispatcher::singleton().findOp(
       {name.substr(0, name.size() - kSuffix.size()), schema.overload_name()});
   if (!view || view->schema().returns().size() != 1) return std::nullopt;
@@ -123,6 +125,10 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   traits->functional_name = functionalNameOf(op, traits->written);
   traits->out_dtype_arg = outDtypeArgOf(schema, traits->written);
   traits->view_op = viewOpOf(schema);
+  traits->scatters_into_self =
+      endsWith(schema.name(), "_scatter") && schema.returns().size() == 1 &&
+      !schema.arguments().empty() &&
+      schema.arguments()[0].type()->kind() == c10::TypeKind::TensorType;
   for (const c10::Argument& ret : schema.returns()) {
     if (!isTensorLike(ret.type())) traits->eager = true;
     int aliased = -1;

@@ -47,6 +47,8 @@ struct OpTraits {
   /// For a *_copy op that functionalization records in place of a view op (transpose_copy for
   /// transpose): that view op. See Note [View geometry].
   std::optional<c10::OperatorHandle> view_op;
+  /// A *_scatter op (slice_scatter, ...): its result is its first argument with a part written.
+  bool scatters_into_self = false;
   /// Per schema return: the index of the written argument it returns, or -1.
   std::vector<int> returns_arg;
   /// Per schema argument: the schema type is Scalar / Scalar? (a parameter).

@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -325,11 +326,12 @@ bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {
 // out= variant but three kinds, which the traits leave out or fix: random ops' out= (they draw in
 // the out dtype), ops where eager is stricter (left as before), and sum, prod, nansum, cumsum and
 // cumprod with out= and no dtype, which compute in the out tensor's dtype: the kernel passes that
-// dtype on. Under InferenceMode, which skips autograd keys, nothing is checked.
+// dtype on. The same kernel lets the result keep the written tensor's geometry (see Note [View
+// geometry]). Under InferenceMode, which skips autograd keys, nothing is checked.
 // Pinned by test_errors.py::test_written_cast_*.
 struct PendingWrite {
   const std::string* functional_name = nullptr;  // null: no write pending
-  c10::SmallVector<c10::ScalarType, 4> dtypes;   // of the written tensors, in argument order
+  c10::SmallVector<at::Tensor, 2> written;       // in argument order, tensor lists flattened
 };
 
 PendingWrite& pendingWrite() {
@@ -349,21 +351,46 @@ class PendingWriteGuard {
   PendingWrite saved_;
 };
 
-/// Refuses the op recorded in place of a pending in-place or out= op when one of its results
-/// cannot be cast to the tensor it is written into. See Note [In-place result casts].
-void checkPendingWrite(const OpTraits& traits, const AtenCallAttrs& attrs) {
+/// The pending write that `traits`' op is recorded in place of, taken; nullopt for any other op.
+std::optional<PendingWrite> takePendingWrite(const OpTraits& traits) {
   PendingWrite& pending = pendingWrite();
-  if (pending.functional_name == nullptr || *pending.functional_name != traits.counter_name) return;
+  if (pending.functional_name == nullptr || *pending.functional_name != traits.counter_name) {
+    return std::nullopt;
+  }
+  PendingWrite taken = pending;
   pending.functional_name = nullptr;
-  const size_t n = pending.dtypes.size();
+  return taken;
+}
+
+/// Refuses the op recorded in place of a write when one of its results cannot be cast to the
+/// tensor it is written into. See Note [In-place result casts].
+void checkWrittenCasts(const PendingWrite& write, const AtenCallAttrs& attrs) {
+  const size_t n = write.written.size();
   if (attrs.outputs.size() < n) return;
   const size_t first = attrs.outputs.size() - n;
   for (size_t k = 0; k < n; ++k) {
+    if (!write.written[k].defined()) continue;
     c10::ScalarType result = attrs.outputs[first + k].dtype;
-    c10::ScalarType written = pending.dtypes[k];
-    LF_CHECK(written == c10::ScalarType::Undefined || c10::canCast(result, written), "result type ",
-             result, " can't be cast to the desired output type ", written);
+    c10::ScalarType written = write.written[k].scalar_type();
+    LF_CHECK(c10::canCast(result, written), "result type ", result,
+             " can't be cast to the desired output type ", written);
   }
+}
+
+/// The results of the op recorded in place of a write report the geometry of the tensors they
+/// are written into, as eager's in-place and out= ops leave it. See Note [View geometry].
+void keepWrittenGeometry(const PendingWrite& write, const torch::jit::Stack& stack,
+                         size_t num_results) {
+  std::vector<at::Tensor> results;
+  for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
+    if (stack[r].isTensor()) results.push_back(stack[r].toTensor());
+    if (!stack[r].isTensorList()) continue;
+    for (const at::Tensor& t : stack[r].toTensorList()) results.push_back(t);
+  }
+  const size_t n = write.written.size();
+  if (n > results.size()) return;
+  const size_t first = results.size() - n;
+  for (size_t k = 0; k < n; ++k) reportGeometryOf(write.written[k], results[first + k]);
 }
 
 /// Points every written argument at its new value, and pushes the op's returns.
@@ -427,12 +454,15 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     std::move(args.begin(), args.end(), stack->end() - num_args);
     return eagerFallback(op, stack);
   }
-  checkPendingWrite(traits, *attrs);
+  std::optional<PendingWrite> write = takePendingWrite(traits);
+  if (write) checkWrittenCasts(*write, *attrs);
   NodePtr node = Node::aten(attrs, recorder.takeInputs(), recorder.takeParams());
   metrics::ops_recorded.add();
   torch::jit::drop(*stack, num_args);
   pushResults(*attrs, node, traits, args, /*factory=*/!recorder.anyLazy(), stack);
   if (traits.view_op) reportViewResults(*traits.view_op, key, args, *stack, attrs->returns.size());
+  if (write) keepWrittenGeometry(*write, *stack, attrs->returns.size());
+  if (traits.scatters_into_self) reportGeometryOf(args[0].toTensor(), stack->back().toTensor());
 }
 
 void writtenCastKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -443,17 +473,14 @@ void writtenCastKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   for (size_t i = 0; i < traits.written.size(); ++i) {
     if (!traits.written[i]) continue;
     const c10::IValue& v = (*stack)[first_arg + i];
-    std::vector<at::Tensor> tensors;
-    if (v.isTensor()) tensors.push_back(v.toTensor());
-    if (v.isTensorList()) tensors = v.toTensorList().vec();
-    for (const at::Tensor& t : tensors) {
-      write.dtypes.push_back(t.defined() ? t.scalar_type() : c10::ScalarType::Undefined);
-    }
+    if (v.isTensor()) write.written.push_back(v.toTensor());
+    if (!v.isTensorList()) continue;
+    for (const at::Tensor& t : v.toTensorList()) write.written.push_back(t);
   }
-  if (traits.out_dtype_arg >= 0) {
+  if (traits.out_dtype_arg >= 0 && write.written[0].defined()) {
     // Eager reduces in the out tensor's dtype when given none; the functional op must too.
     c10::IValue& dtype = (*stack)[first_arg + traits.out_dtype_arg];
-    if (dtype.isNone() && write.dtypes[0] != c10::ScalarType::Undefined) dtype = write.dtypes[0];
+    if (dtype.isNone()) dtype = write.written[0].scalar_type();
   }
   PendingWriteGuard guard(std::move(write));
   op.callBoxedForDispatchKey(c10::DispatchKey::Autograd, *stack);
