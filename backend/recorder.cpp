@@ -280,15 +280,29 @@ class CallRecorder {
   std::vector<c10::IValue> params_;
 };
 
-std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashValue key) {
+/// The call's attrs from the meta cache, or inferred on Meta and checked on the CPU as eager
+/// would (see Note [Eager's errors]), then cached; nullptr when the op has no meta kernel.
+std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashValue key,
+                                                   const c10::OperatorHandle& op,
+                                                   const OpTraits& traits,
+                                                   const torch::jit::Stack& args) {
   MetaCache& cache = metaCache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
     auto it = cache.entries.find(key);
     if (it != cache.entries.end()) return it->second;
   }
-  auto attrs = recorder.inferOnMeta(key);
+  std::shared_ptr<const AtenCallAttrs> attrs;
+  try {
+    attrs = recorder.inferOnMeta(key);
+  } catch (const c10::NotImplementedError&) {
+    return nullptr;
+  } catch (const std::exception&) {  // a c10::Error, or a Python meta kernel's exception
+    raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/false);
+    throw;
+  }
   metrics::meta_cache_miss.add();
+  if (traits.probes_on_cpu) raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/true);
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, attrs);
   return attrs;
@@ -445,10 +459,9 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   CallRecorder recorder(op, traits, args);
   HashValue key = recorder.scan();
-  std::shared_ptr<const AtenCallAttrs> attrs;
-  try {
-    attrs = lookupOrInfer(recorder, key);
-  } catch (const c10::NotImplementedError&) {
+  std::shared_ptr<const AtenCallAttrs> attrs = lookupOrInfer(recorder, key, op, traits, args);
+  if (attrs) checkScalarValuesOnCpu(op, traits, key, args);
+  if (!attrs) {
     // No meta kernel: this op runs eagerly from now on. See Note [Data-dependent ops].
     markEager(op);
     std::move(args.begin(), args.end(), stack->end() - num_args);
