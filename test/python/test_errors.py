@@ -261,6 +261,17 @@ def test_written_cast_allowed(inputs, op):
         torch.testing.assert_close(lazy_t.cpu(), cpu_t)
 
 
+@pytest.mark.xfail(reason="library limitation: the cast check runs in a kernel on AutogradLazy "
+                   "(Note [In-place result casts]), and InferenceMode skips the autograd keys, so "
+                   "there the float result is still truncated into the int tensor", strict=True)
+def test_written_cast_error_under_inference_mode():
+    a, b = data(3, dtype=torch.int32), data(3)
+    with torch.inference_mode():
+        with pytest.raises(RuntimeError):
+            a.to("lazy").mul_(b.to("lazy"))
+    lazyfuse.mark_step()
+
+
 def test_random_out_into_int_allowed():
     out = torch.zeros(3, dtype=torch.int64, device="lazy")
     torch.bernoulli(torch.full((3,), 0.5, device="lazy"), out=out)
