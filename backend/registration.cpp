@@ -57,10 +57,13 @@ bool recordsDirectly(const c10::OperatorHandle& op) {
   return !traitsOf(op).eager;
 }
 
-// See Note [In-place result casts]. Only where autograd has a kernel to hand the op on to.
+// See Note [In-place result casts]. Only where AutogradLazy runs autograd's kernel, which ours
+// hands the op on to: an op with a CompositeImplicitAutograd kernel runs that one there instead
+// (matmul.out decomposes into mm.out, which is checked), even when it has an Autograd kernel.
 bool checksWrittenCasts(const c10::OperatorHandle& op) {
   if (traitsOf(op).functional_name.empty()) return false;
   if (op.hasKernelForDispatchKey(c10::DispatchKey::AutogradLazy)) return false;
+  if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return false;
   return op.hasKernelForDispatchKey(c10::DispatchKey::Autograd);
 }
 

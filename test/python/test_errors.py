@@ -237,6 +237,9 @@ WRITTEN_CASTS_ALLOWED = {
                            lambda a, o: torch.eq(a, a, out=o)),
     "float_fill_into_int": ([data(3, dtype=torch.int64)], lambda a: a.masked_fill_(a > 1, 2.5)),
     "float_copy_into_int": ([data(3, dtype=torch.int64), data(3)], lambda a, b: a.copy_(b)),
+    # matmul.out decomposes (CompositeImplicitAutograd): autograd's kernel never runs for it.
+    "matmul_out": ([data(2, 3), data(3, 2), data(2, 2)],
+                   lambda a, b, o: torch.matmul(a, b, out=o)),
     # Eager sums in the out tensor's dtype when no dtype is given: the values differ from a cast
     # of the float sum, so these also pin that the lazy sum runs in that dtype.
     "sum_into_long_out": ([data(4, 3) * 3, data(3, dtype=torch.int64)],
