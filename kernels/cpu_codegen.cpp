@@ -64,6 +64,7 @@ class KernelRenderer {
     for (const KInstr& instr : k_.instrs) ixCollectVars(instr.index, vars, rvars);
     for (const KStore& store : k_.stores) ixCollectVars(store.index, vars, rvars);
     std::vector<bool> inner = innerInstrs();
+    varying_ = inner;
     std::string last = std::to_string(k_.domain.back());
     std::string v = "v" + std::to_string(rank - 1);
     out_ += "  for (lf_i64 p = begin; p < end;) {\n";
@@ -97,6 +98,8 @@ class KernelRenderer {
   }
 
   void renderPointLoop() {
+    varying_.assign(k_.instrs.size(), false);
+    for (size_t i = 0; i < k_.instrs.size(); ++i) varying_[i] = k_.instrs[i].scope != -1;
     std::vector<bool> vars(k_.domain.size(), false), rvars;
     for (const KInstr& instr : k_.instrs) {
       if (instr.scope == -1) ixCollectVars(instr.index, vars, rvars);
@@ -204,7 +207,8 @@ class KernelRenderer {
       case KOp::kIndex: return cast + "(" + ixText(instr.index) + ")";
       case KOp::kUnary: return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ")";
       case KOp::kBinary:
-        return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ", " + t(instr.args[1]) + ")";
+        return cast + "lf_" + binaryName(instr) + "(" + t(instr.args[0]) + ", " +
+               t(instr.args[1]) + ")";
       case KOp::kWhere:
         return t(instr.args[0]) + " ? " + cast + t(instr.args[1]) + " : " + cast + t(instr.args[2]);
       case KOp::kCast: return cast + t(instr.args[0]);
@@ -215,6 +219,15 @@ class KernelRenderer {
       }
     }
     LF_INTERNAL_ASSERT(false, "unknown kernel op ", static_cast<int>(instr.op));
+  }
+
+  /// A floating pow whose exponent stays the same over the loop it is in takes the special
+  /// cases eager's pow(Tensor, Scalar) takes; see Note [CPU prelude].
+  std::string binaryName(const KInstr& instr) const {
+    const bool floating = instr.dtype == c10::ScalarType::Float ||
+                          instr.dtype == c10::ScalarType::Double;
+    if (instr.fn == "pow" && floating && !varying_[instr.args[1]]) return "pow_uniform";
+    return instr.fn;
   }
 
   std::string loadExpr(const KInstr& instr) const {
@@ -245,6 +258,7 @@ class KernelRenderer {
 
   const Kernel& k_;
   std::string out_;
+  std::vector<bool> varying_;  // per instruction: whether it changes inside its innermost loop
 };
 
 }  // namespace

@@ -104,6 +104,15 @@ def test_binary_float_with_broadcast(name, fn, dtype):
     check(fn, a, b, **tolerances(dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2, 2.5, 0, 1])
+def test_pow_scalar_exponent_like_eager(exponent, dtype):
+    # Exponents eager computes by multiplication, sqrt or division (and one it sends to pow),
+    # inside a reduction and outside one.
+    x = edge_tensor((5, 37), dtype, 8)
+    check(lambda t: (t ** exponent, (t.abs() ** exponent).sum(1)), x, **tolerances(dtype))
+
+
 @pytest.mark.parametrize("dtype", INTS + [torch.bool], ids=str)
 def test_integer_arithmetic_wraps_like_eager(dtype):
     a, b = edge_tensor((4, 25), dtype, 3), edge_tensor((4, 25), dtype, 4)
