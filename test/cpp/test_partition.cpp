@@ -370,7 +370,7 @@ TEST(PartitionTest, SoftmaxIsRowReductionsThenTheOutputWithNoFullSizeTemporary) 
 // outer-scope values, Note [Kernel IR]). The partitioner keeps them apart because canJoin never
 // lets a reduction read a member of its own group (collectReads starts a kReduce root
 // non-identity), so softmax is 3 kernels. Enable once that is fixed.
-TEST(PartitionTest, DISABLED_SoftmaxReductionsShareOneKernel) {
+TEST(PartitionTest, SoftmaxReductionsShareOneKernel) {
   Case c = record(rowsInputs(), softmax);
   ASSERT_EQ(c.plan.kernels.size(), 2u) << printPlan(c.graph, c.plan);
   EXPECT_EQ(c.plan.kernels[0].kernel.reductions.size(), 2u);

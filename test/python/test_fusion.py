@@ -183,6 +183,47 @@ def test_integer_reductions(dtype):
     check(lambda t: (t.sum(1), t.amax(0)) + (() if dtype == torch.bool else (t.argmax(1),)), x)
 
 
+def rows_with_edges(shape, dtype):
+    """Random rows, then a row holding a NaN, one holding +inf and one of all -inf."""
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(9)) * 3).to(dtype)
+    rows = x.view(-1, shape[-1])
+    for r, (col, value) in enumerate([(0, math.nan), (shape[-1] // 2, math.inf), (None, -math.inf)]):
+        if r + 1 < rows.shape[0]:
+            if col is None:
+                rows[r + 1] = value
+            else:
+                rows[r + 1, col] = value
+    return x
+
+
+ROW_REDUCTIONS = [
+    ("softmax", lambda x: x.softmax(-1), 2), ("log_softmax", lambda x: x.log_softmax(-1), 2),
+    ("layer_norm", lambda x: F.layer_norm(x, (x.shape[-1],)), 2),
+    # var's mean is over [rows, 1], its result over [rows]: two domains, two kernels
+    ("var_mean_std", lambda x: (x.var(-1), x.mean(-1), x.std(-1, correction=0)), 2),
+    ("softmax_composite", lambda x: (x - x.amax(-1, True)).exp() / (x - x.amax(-1, True)).exp().sum(-1, True), 2),
+    ("layer_norm_composite", lambda x: (x - x.mean(-1, True)) * ((x - x.mean(-1, True)) ** 2).mean(-1, True).add(1e-5).rsqrt(), 2),
+]
+
+
+@pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom:UserWarning")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("shape", [(4, 1), (5, 17), (6, 1031), (2, 5, 129)], ids=str)
+@pytest.mark.parametrize("name,fn,kernels", ROW_REDUCTIONS, ids=[r[0] for r in ROW_REDUCTIONS])
+def test_reductions_of_the_same_rows_share_a_kernel(name, fn, kernels, shape, dtype):
+    # The statistics of a row come from one kernel whose reduction loops run one after the
+    # other over the row (Note [Fusion partitioning]); the output is a second kernel, unless a
+    # row is one element and everything has one domain.
+    metrics = check(fn, rows_with_edges(shape, dtype))
+    assert metrics["KernelsLaunched"] == (kernels if shape[-1] > 1 or name == "var_mean_std" else 1)
+
+
+@pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom:UserWarning")
+def test_reductions_over_empty_rows_match_eager():
+    x = torch.randn(3, 0)
+    check(lambda t, u: (t.sum(-1), t.mean(-1), t.softmax(-1), t.var(-1), u.exp()), x, torch.ones(3, 2))
+
+
 def test_softmax_and_layer_norm_backward_fused():
     x = torch.randn(8, 64, dtype=torch.float64)
     w, b = torch.randn(64, dtype=torch.float64), torch.randn(64, dtype=torch.float64)
