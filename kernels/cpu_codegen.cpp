@@ -130,11 +130,7 @@ class KernelRenderer {
     int64_t count = 1;
     for (int64_t size : reduction.sizes) count *= size;
     if (count == 0) return;
-    bool additive = reduction.kind == ReduceKind::kSum || reduction.kind == ReduceKind::kProd;
-    if (additive && acc_type != c10::ScalarType::Bool) {
-      out_ += std::string("#pragma omp simd reduction(") +
-              (reduction.kind == ReduceKind::kSum ? "+" : "*") + ":" + acc + ")\n";
-    }
+    out_ += simdReductionPragma(reduction.kind, acc_type, acc);
     out_ += "    for (lf_i64 q = 0; q < " + std::to_string(count) + "; ++q) {\n";
     std::vector<bool> vars(k_.domain.size(), false), rvars(reduction.sizes.size(), false);
     for (const KInstr& instr : k_.instrs) {
@@ -147,6 +143,25 @@ class KernelRenderer {
     }
     std::string x = "(" + type + ")t" + std::to_string(reduction.body);
     out_ += "      " + accumulateLine(reduction.kind, acc, idx, x) + "\n    }\n";
+  }
+
+  /// The `omp simd` line that lets the compiler vectorize a fold: each lane keeps a partial
+  /// result and the lanes are combined after the loop. Floating max/min combine with lf_max and
+  /// lf_min, which keep a NaN (Note [CPU prelude]); argmax/argmin stay scalar (first index).
+  static std::string simdReductionPragma(ReduceKind kind, c10::ScalarType dtype,
+                                         const std::string& acc) {
+    if (dtype == c10::ScalarType::Bool) return "";
+    const bool floating = dtype == c10::ScalarType::Float || dtype == c10::ScalarType::Double;
+    std::string op;
+    switch (kind) {
+      case ReduceKind::kSum: op = "+"; break;
+      case ReduceKind::kProd: op = "*"; break;
+      case ReduceKind::kMax: op = floating ? "lf_max" : "max"; break;
+      case ReduceKind::kMin: op = floating ? "lf_min" : "min"; break;
+      case ReduceKind::kArgMax:
+      case ReduceKind::kArgMin: return "";
+    }
+    return "#pragma omp simd reduction(" + op + ":" + acc + ")\n";
   }
 
   static std::string reductionInit(ReduceKind kind, c10::ScalarType dtype) {

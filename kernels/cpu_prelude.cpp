@@ -42,6 +42,8 @@ std::string floatLiteral(double value) {
 // each version; powf through libmvec costs some 10 ns an element). Every integer result is cast
 // back to its type, and the code is built with -fwrapv, so integer arithmetic wraps as eager's
 // does.
+// lf_max and lf_min are the OpenMP reductions a vectorized floating max/min loop combines its
+// lanes with: they keep a NaN, as the fold itself does, where OpenMP's max would drop it.
 // Bool buffers are bytes read with `!= 0`; Half is _Float16; BFloat16 is its 16 bits, loaded by
 // a shift and stored with c10::BFloat16's round to nearest even (NaN stays NaN).
 const char* const kCpuPrelude = R"LF(// lazyfuse CPU kernels
@@ -147,6 +149,12 @@ LF_FLOAT2(pow, pow)
     return pw(a, b); \
   }
 LF_POW_UNIFORM(float, powf, sqrtf) LF_POW_UNIFORM(double, pow, sqrt)
+#pragma omp declare reduction(lf_max : float, double : \
+    omp_out = (omp_in != omp_in || omp_in > omp_out) ? omp_in : omp_out) \
+    initializer(omp_priv = -__builtin_inf())
+#pragma omp declare reduction(lf_min : float, double : \
+    omp_out = (omp_in != omp_in || omp_in < omp_out) ? omp_in : omp_out) \
+    initializer(omp_priv = __builtin_inf())
 static inline float lf_remainder(float a, float b) {
   float m = fmodf(a, b);
   return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;

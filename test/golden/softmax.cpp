@@ -7,6 +7,7 @@ extern "C" void lf_kernel_0(lf_i64 begin, lf_i64 end, void* const* buffers, cons
   for (lf_i64 p = begin; p < end; ++p) {
     const lf_i64 v0 = p;
     float a1 = (float)(-__builtin_inf());
+#pragma omp simd reduction(lf_max:a1)
     for (lf_i64 q = 0; q < 33; ++q) {
       const lf_i64 r0 = q;
       const float t0 = (float)b0[(v0 * 33 + r0)];

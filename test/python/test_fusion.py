@@ -177,6 +177,18 @@ def test_reduction_propagates_nan_and_inf(name, fn):
     check(fn, edge_tensor((6, 50, 7), torch.float32))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_vectorized_max_and_min_keep_nan_in_any_lane(dtype):
+    # The loop folds lanes side by side and combines them after it: a NaN in any lane (first,
+    # last, in the remainder after the last full vector) must win, and infinities must survive.
+    x = torch.randn(40, 1031, dtype=dtype)
+    for row, col in enumerate(range(0, 1031, 27)):
+        x[row, col] = math.nan
+    x[-2] = -math.inf
+    x[-1] = math.inf
+    check(lambda t: (t.amax(1), t.amin(1), t.amax(0), t.amin(), t.max(1).values), x)
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool], ids=str)
 def test_integer_reductions(dtype):
     x = edge_tensor((9, 31), dtype, 7)
