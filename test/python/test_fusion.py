@@ -189,6 +189,35 @@ def test_vectorized_max_and_min_keep_nan_in_any_lane(dtype):
     check(lambda t: (t.amax(1), t.amin(1), t.amax(0), t.amin(), t.max(1).values), x)
 
 
+FULL_REDUCTIONS = [
+    ("sum", lambda t: t.sum()), ("mean_keepdim", lambda t: t.mean(tuple(range(t.dim())), keepdim=True)),
+    ("amax", lambda t: t.amax()), ("amin_keepdim", lambda t: t.amin(tuple(range(t.dim())), keepdim=True)),
+    ("var", lambda t: t.var()), ("std", lambda t: t.std(correction=0)), ("prod", lambda t: (t / 400 + 1).prod()),
+    ("argmax", lambda t: t.argmax()),
+]
+
+
+@pytest.mark.parametrize("shape,split", [((1 << 16,), True), ((70000,), True), ((300, 300), True),
+                                         ((65537,), False), ((2, 3, 20000), False)], ids=str)
+@pytest.mark.parametrize("name,fn", FULL_REDUCTIONS, ids=[r[0] for r in FULL_REDUCTIONS])
+def test_large_full_reductions_split_across_threads(name, fn, shape, split):
+    # Note [Split full reductions]: partials over the leading dimensions (or a 1-d input viewed
+    # as [parts, n / parts]), then their fold: one kernel more, none fewer for argmax or sizes
+    # that do not split.
+    x = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(11))
+    metrics = check(fn, x)
+    one_pass = 2 if name in ("var", "std") else 1
+    assert metrics["KernelsLaunched"] == one_pass * (2 if split and name != "argmax" else 1)
+
+
+def test_split_full_reductions_keep_nan_and_inf():
+    x = torch.randn(300, 300)
+    x[7, 9] = math.inf
+    check(lambda t: (t.sum(), t.amax(), t.amin()), x)
+    x[200, 3] = math.nan
+    check(lambda t: (t.sum(), t.amax(), t.amin(), t.mean()), x)
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool], ids=str)
 def test_integer_reductions(dtype):
     x = edge_tensor((9, 31), dtype, 7)
