@@ -16,8 +16,11 @@ namespace {
 // segment by div/mod, and the innermost variable is the induction variable of an
 // `omp simd` loop holding the body; instructions that do not depend on it are hoisted out of
 // it. With reductions (or an empty domain, a single point) there is one loop over points, the
-// variables come from the flat point index, and each kReduce is a loop over its own flat
-// reduced index. Every index is 64-bit; only the variables that are used are computed.
+// variables come from the flat point index, and each kReduce is a loop over its reduced
+// elements: one flat loop when it reduces one dimension (or is an argmax/argmin, which records
+// the flat index), else a loop per reduced dimension, so that no variable needs a division.
+// Each fold loop is `omp simd` with a reduction clause (not argmax/argmin). Every index is
+// 64-bit; only the variables that are used are computed.
 
 class KernelRenderer {
  public:
@@ -128,21 +131,43 @@ class KernelRenderer {
     out_ += "    " + type + " " + acc + " = " + reductionInit(reduction.kind, acc_type) + ";\n";
     if (arg) out_ += "    lf_i64 " + idx + " = 0;\n";
     int64_t count = 1;
-    for (int64_t size : reduction.sizes) count *= size;
-    if (count == 0) return;
-    out_ += simdReductionPragma(reduction.kind, acc_type, acc);
-    out_ += "    for (lf_i64 q = 0; q < " + std::to_string(count) + "; ++q) {\n";
-    std::vector<bool> vars(k_.domain.size(), false), rvars(reduction.sizes.size(), false);
-    for (const KInstr& instr : k_.instrs) {
-      if (instr.scope == k) ixCollectVars(instr.index, vars, rvars);
+    std::vector<size_t> looped;  // the reduced dimensions of size > 1
+    for (size_t d = 0; d < reduction.sizes.size(); ++d) {
+      count *= reduction.sizes[d];
+      if (reduction.sizes[d] != 1) looped.push_back(d);
     }
-    out_ += detail::variableLines("      ", "lf_i64", "r", "q", reduction.sizes, rvars,
-                                  reduction.sizes.size());
+    if (count == 0) return;
+    std::string pragma = simdReductionPragma(reduction.kind, acc_type, acc);
+    std::string indent = "    ";
+    if (arg || looped.size() <= 1) {
+      // One flat loop: argmax/argmin record the flat index q.
+      out_ += pragma + indent + "for (lf_i64 q = 0; q < " + std::to_string(count) + "; ++q) {\n";
+      indent += "  ";
+      std::vector<bool> vars(k_.domain.size(), false), rvars(reduction.sizes.size(), false);
+      for (const KInstr& instr : k_.instrs) {
+        if (instr.scope == k) ixCollectVars(instr.index, vars, rvars);
+      }
+      out_ += detail::variableLines(indent, "lf_i64", "r", "q", reduction.sizes, rvars,
+                                    reduction.sizes.size());
+    } else {
+      // A loop per reduced dimension, no division in the body; the innermost one vectorizes.
+      for (size_t j = 0; j < looped.size(); ++j) {
+        std::string r = "r" + std::to_string(looped[j]);
+        if (j + 1 == looped.size()) out_ += pragma;
+        out_ += indent + "for (lf_i64 " + r + " = 0; " + r + " < " +
+                std::to_string(reduction.sizes[looped[j]]) + "; ++" + r + ") {\n";
+        indent += "  ";
+      }
+    }
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
-      if (k_.instrs[i].scope == k) out_ += "      " + instrLine(i) + "\n";
+      if (k_.instrs[i].scope == k) out_ += indent + instrLine(i) + "\n";
     }
     std::string x = "(" + type + ")t" + std::to_string(reduction.body);
-    out_ += "      " + accumulateLine(reduction.kind, acc, idx, x) + "\n    }\n";
+    out_ += indent + accumulateLine(reduction.kind, acc, idx, x) + "\n";
+    while (indent.size() > 4) {
+      indent.resize(indent.size() - 2);
+      out_ += indent + "}\n";
+    }
   }
 
   /// The `omp simd` line that lets the compiler vectorize a fold: each lane keeps a partial

@@ -189,6 +189,22 @@ def test_vectorized_max_and_min_keep_nan_in_any_lane(dtype):
     check(lambda t: (t.amax(1), t.amin(1), t.amax(0), t.amin(), t.max(1).values), x)
 
 
+def test_reductions_over_several_dimensions_loop_per_dimension():
+    # Note [CPU loop structure]: a loop per reduced dimension, the innermost vectorized.
+    x = edge_tensor((5, 9, 3, 17), torch.float32, 12)
+    check(lambda t: (t.sum((0, 2)), t.amax((1, 3)), t.amin((0, 1, 3), keepdim=True),
+                     t.argmax(), (t / 4).nan_to_num(0.5).prod(2), t.mean((1, 2, 3))), x)
+    y = torch.randn(4, 6, 33, dtype=torch.float64)
+    w, b = torch.randn(6, 33, dtype=torch.float64), torch.randn(6, 33, dtype=torch.float64)
+
+    def norm_over_two_dims(t, weight, bias):
+        t, weight, bias = (v.detach().requires_grad_(True) for v in (t, weight, bias))
+        out = F.layer_norm(t, (6, 33), weight, bias)
+        return (out.var((0, 2)),) + torch.autograd.grad((out * out).sum(), (t, weight, bias))
+
+    check(norm_over_two_dims, y, w, b)
+
+
 FULL_REDUCTIONS = [
     ("sum", lambda t: t.sum()), ("mean_keepdim", lambda t: t.mean(tuple(range(t.dim())), keepdim=True)),
     ("amax", lambda t: t.amax()), ("amin_keepdim", lambda t: t.amin(tuple(range(t.dim())), keepdim=True)),
