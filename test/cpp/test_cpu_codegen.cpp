@@ -361,6 +361,11 @@ TEST_F(CpuCodegenTest, ReductionOverTwoDimsIntoAScalarWithParams) {
   int32_t total =
       b.fn("add", ScalarType::Double, {b.op(KOp::kCast, ScalarType::Double, {sum}), offset});
   b.store(total, out, ixConst(0));
+  // A loop per reduced dimension (Note [CPU loop structure]): no division by the inner size.
+  const std::string source = renderCpp({&b.k});
+  EXPECT_NE(source.find("for (lf_i64 r0 = 0; r0 < 3; ++r0)"), std::string::npos) << source;
+  EXPECT_NE(source.find("for (lf_i64 r1 = 0; r1 < 4; ++r1)"), std::string::npos) << source;
+  EXPECT_EQ(source.find("% 4"), std::string::npos) << source;
   CpuKernelFn fn = compile(b.k);
   ASSERT_TRUE(fn);
   std::vector<int8_t> values(12);
