@@ -115,7 +115,8 @@ bool lowerSumLike(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim
       return c.ops().binary("div", s, c.ops().constant(count, c.ops().dtypeOf(s)));
     };
   }
-  call.outputs = {reduceMaybeSplit(call, *call.tensor(0), dims, keepdim, kind, acc, out, pre, post)};
+  call.outputs = {
+      reduceMaybeSplit(call, *call.tensor(0), dims, keepdim, kind, acc, out, pre, post)};
   return true;
 }
 
@@ -152,7 +153,8 @@ bool lowerVariance(LoweringCall& call, bool is_std) {
     V var = o.binary("div", s, denom);
     return is_std ? o.unary("sqrt", var) : var;
   };
-  call.outputs = {reduceMaybeSplit(call, sq, dims, keepdim, ReduceKind::kSum, acc, call.out().dtype, nullptr, post)};
+  call.outputs = {reduceMaybeSplit(call, sq, dims, keepdim, ReduceKind::kSum, acc,
+                                   call.out().dtype, nullptr, post)};
   return true;
 }
 

@@ -72,7 +72,8 @@ class ReadProbe final : public LoopContext {
       reads_.push_back({id, builder_.isIdentity(index)});
       // A stand-in load at an offset that uses the same variables, so scopes come out right.
       std::vector<int64_t> ones(index.size(), 1);
-      return builder_.load(builder_.addBuffer(p_.loops[id].dtype, /*output=*/false), ixOffset(index, ones));
+      const int32_t buffer = builder_.addBuffer(p_.loops[id].dtype, /*output=*/false);
+      return builder_.load(buffer, ixOffset(index, ones));
     }
     std::string key = std::to_string(id) + "@" + std::to_string(builder_.scope());
     for (const IxPtr& ix : index) key += "|" + ixText(ix);
@@ -276,9 +277,8 @@ class Partitioner {
       LoopId n = stack.back();
       stack.pop_back();
       const LoopNode& node = p_.loops[n];
-      if (node.kind != LoopNode::kCompute || (n != id && p_.realized[n]) || !seen.insert(n).second) {
-        continue;
-      }
+      const bool in_memory = node.kind != LoopNode::kCompute || (n != id && p_.realized[n]);
+      if (in_memory || !seen.insert(n).second) continue;
       if (!node.is_view && ++ops > kMaxOps) return false;
       stack.insert(stack.end(), node.inputs.begin(), node.inputs.end());
     }
