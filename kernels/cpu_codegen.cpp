@@ -19,8 +19,14 @@ namespace {
 // variables come from the flat point index, and each kReduce is a loop over its reduced
 // elements: one flat loop when it reduces one dimension (or is an argmax/argmin, which records
 // the flat index), else a loop per reduced dimension, so that no variable needs a division.
-// Each fold loop is `omp simd` with a reduction clause (not argmax/argmin). Every index is
-// 64-bit; only the variables that are used are computed.
+// Each fold loop is `omp simd` with a reduction clause (not argmax/argmin). A kernel whose
+// reductions read along the innermost point variable (column sums, layer norm's weight
+// gradient) takes a third form instead, the segment loop: up to kSegment neighbouring points of
+// the innermost dimension at a time, every outer-scope value an array over the segment, and
+// each reduction a loop nest over its reduced dimensions whose innermost `omp simd` loop runs
+// over the segment, one accumulator per point; each cache line is read once and the fold
+// vectorizes across points (a column sum of [8192, 1024], one thread: 104 ms -> 3.8 ms).
+// Every index is 64-bit; only the variables that are used are computed.
 
 class KernelRenderer {
  public:
@@ -33,7 +39,9 @@ class KernelRenderer {
            "    const double* fparams) {\n";
     if (domainNumel(k_) > 0) {
       declareBuffers();
-      if (k_.domain.empty() || !k_.reductions.empty()) {
+      if (readsAcrossPoints()) {
+        renderSegmentLoop();
+      } else if (k_.domain.empty() || !k_.reductions.empty()) {
         renderPointLoop();
       } else {
         renderRowLoop();
@@ -118,6 +126,110 @@ class KernelRenderer {
     }
     storeLines("    ");
     out_ += "  }\n";
+  }
+
+  /// Whether the kernel folds columns: a reduction loop reads at the innermost point variable,
+  /// so neighbouring points read neighbouring elements, and folding them side by side (a
+  /// segment) vectorizes and reads each cache line once. argmax/argmin keep the point loop.
+  bool readsAcrossPoints() const {
+    if (k_.reductions.empty() || k_.domain.empty() || k_.domain.back() == 1) return false;
+    for (const KReduction& reduction : k_.reductions) {
+      if (reduction.kind == ReduceKind::kArgMax || reduction.kind == ReduceKind::kArgMin) {
+        return false;
+      }
+    }
+    const size_t rank = k_.domain.size();
+    for (const KInstr& instr : k_.instrs) {
+      std::vector<bool> vars(rank, false), rvars(64, false);
+      if (instr.scope < 0 || instr.op != KOp::kLoad) continue;
+      ixCollectVars(instr.index, vars, rvars);
+      if (vars[rank - 1]) return true;
+    }
+    return false;
+  }
+
+  // Segment loop: up to kSegment points of the innermost dimension at a time. Each outer-scope
+  // instruction is an array over the segment, computed by an `omp simd` loop over it; each
+  // reduction is a loop nest over its reduced dimensions whose innermost loop runs over the
+  // segment, folding one accumulator per point. See Note [CPU loop structure].
+  static constexpr int64_t kSegment = 64;
+
+  void renderSegmentLoop() {
+    const size_t rank = k_.domain.size();
+    const std::string last = std::to_string(k_.domain.back());
+    const std::string seg = std::to_string(kSegment);
+    segment_var_ = "v" + std::to_string(rank - 1);
+    varying_.assign(k_.instrs.size(), true);
+    std::vector<bool> vars(rank, false), rvars(64, false);
+    for (const KInstr& instr : k_.instrs) ixCollectVars(instr.index, vars, rvars);
+    for (const KStore& store : k_.stores) ixCollectVars(store.index, vars, rvars);
+    out_ += "  for (lf_i64 p = begin; p < end;) {\n";
+    out_ += "    const lf_i64 lo = p % " + last + ";\n";
+    out_ += "    const lf_i64 n = lf_imin(" + seg + ", lf_imin(" + last + " - lo, end - p));\n";
+    out_ += detail::variableLines("    ", "lf_i64", "v", "p", k_.domain, vars, rank - 1);
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (k_.instrs[i].scope != -1) continue;
+      out_ += "    " + std::string(detail::cpuComputeType(k_.instrs[i].dtype)) + " t" +
+              std::to_string(i) + "[" + seg + "];\n";
+    }
+    std::vector<size_t> pending;
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (k_.instrs[i].scope != -1) continue;
+      if (k_.instrs[i].op == KOp::kReduce) {
+        segmentLines(pending, {});
+        pending.clear();
+        segmentReductionLines(static_cast<int32_t>(i));
+      }
+      pending.push_back(i);
+    }
+    segmentLines(pending, storeText("      "));
+    out_ += "    p += n;\n  }\n";
+  }
+
+  /// An `omp simd` loop over the segment computing outer-scope instructions `instrs` into their
+  /// arrays, then `tail`.
+  void segmentLines(const std::vector<size_t>& instrs, const std::string& tail) {
+    if (instrs.empty() && tail.empty()) return;
+    out_ += "#pragma omp simd\n    for (lf_i64 s = 0; s < n; ++s) {\n";
+    out_ += "      const lf_i64 " + segment_var_ + " = lo + s;\n";
+    for (size_t i : instrs) {
+      out_ += "      t" + std::to_string(i) + "[s] = " +
+              instrExpr(k_.instrs[i], static_cast<int32_t>(i)) + ";\n";
+    }
+    out_ += tail + "    }\n";
+  }
+
+  void segmentReductionLines(int32_t at) {
+    const int32_t k = static_cast<int32_t>(k_.instrs[at].ivalue);
+    const KReduction& reduction = k_.reductions[k];
+    const std::string type = detail::cpuComputeType(reduction.dtype);
+    const std::string acc = "a" + std::to_string(at);
+    out_ += "    " + type + " " + acc + "[" + std::to_string(kSegment) + "];\n";
+    out_ += "    for (lf_i64 s = 0; s < n; ++s) " + acc + "[s] = " +
+            reductionInit(reduction.kind, reduction.dtype) + ";\n";
+    int64_t count = 1;
+    for (int64_t size : reduction.sizes) count *= size;
+    if (count == 0) return;
+    std::string indent = "    ";
+    for (size_t d = 0; d < reduction.sizes.size(); ++d) {
+      if (reduction.sizes[d] == 1) continue;
+      const std::string r = "r" + std::to_string(d);
+      out_ += indent + "for (lf_i64 " + r + " = 0; " + r + " < " +
+              std::to_string(reduction.sizes[d]) + "; ++" + r + ") {\n";
+      indent += "  ";
+    }
+    out_ += "#pragma omp simd\n" + indent + "for (lf_i64 s = 0; s < n; ++s) {\n";
+    out_ += indent + "  const lf_i64 " + segment_var_ + " = lo + s;\n";
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (k_.instrs[i].scope == k) out_ += indent + "  " + instrLine(i) + "\n";
+    }
+    const std::string x = "(" + type + ")t" + std::to_string(reduction.body);
+    out_ += indent + "  " + accumulateLine(reduction.kind, acc + "[s]", "", x) + "\n";
+    out_ += indent + "}\n";
+    while (indent.size() > 4) {
+      indent.resize(indent.size() - 2);
+      out_ += indent + "}\n";
+    }
   }
 
   void reductionLines(int32_t at) {
@@ -233,7 +345,11 @@ class KernelRenderer {
            " = " + instrExpr(instr, static_cast<int32_t>(i)) + ";";
   }
 
-  static std::string t(int32_t i) { return "t" + std::to_string(i); }
+  /// Instruction `i`'s value; in a segment loop an outer-scope one is its array's element.
+  std::string t(int32_t i) const {
+    const bool element = !segment_var_.empty() && k_.instrs[i].scope == -1;
+    return "t" + std::to_string(i) + (element ? "[s]" : "");
+  }
 
   std::string instrExpr(const KInstr& instr, int32_t i) const {
     std::string type = detail::cpuComputeType(instr.dtype);
@@ -255,7 +371,7 @@ class KernelRenderer {
       case KOp::kReduce: {
         const KReduction& reduction = k_.reductions[instr.ivalue];
         bool arg = reduction.kind == ReduceKind::kArgMax || reduction.kind == ReduceKind::kArgMin;
-        return cast + (arg ? "x" : "a") + std::to_string(i);
+        return cast + (arg ? "x" : "a") + std::to_string(i) + (segment_var_.empty() ? "" : "[s]");
       }
     }
     LF_INTERNAL_ASSERT(false, "unknown kernel op ", static_cast<int>(instr.op));
@@ -280,7 +396,10 @@ class KernelRenderer {
     }
   }
 
-  void storeLines(const std::string& indent) {
+  void storeLines(const std::string& indent) { out_ += storeText(indent); }
+
+  std::string storeText(const std::string& indent) const {
+    std::string out;
     for (const KStore& store : k_.stores) {
       std::string value = t(store.value);
       std::string element = "b" + std::to_string(store.buffer) + "[" + ixText(store.index) + "]";
@@ -292,13 +411,15 @@ class KernelRenderer {
           value = "(" + std::string(detail::cpuStorageType(k_.buffers[store.buffer].dtype)) + ")" +
                   value;
       }
-      out_ += indent + element + " = " + value + ";\n";
+      out += indent + element + " = " + value + ";\n";
     }
+    return out;
   }
 
   const Kernel& k_;
   std::string out_;
   std::vector<bool> varying_;  // per instruction: whether it changes inside its innermost loop
+  std::string segment_var_;    // in a segment loop: the innermost point variable
 };
 
 }  // namespace

@@ -205,6 +205,24 @@ def test_reductions_over_several_dimensions_loop_per_dimension():
     check(norm_over_two_dims, y, w, b)
 
 
+@pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom:UserWarning")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape,dims", [((3000, 200), (0,)), ((9, 130), (0,)), ((5, 300, 7), (1,)),
+                                        ((4, 6, 67), (0, 1)), ((1, 70), (0,))], ids=str)
+def test_column_reductions_fold_a_segment_of_points_at_a_time(shape, dims, dtype):
+    # Note [CPU loop structure]: a reduction reading along the innermost point dimension folds
+    # up to 64 neighbouring points side by side; segments end at row ends and where the runner
+    # splits the points between threads.
+    # Sums accumulate in double here, in float in eager: float32 columns of 3000 differ by more
+    # than the default tolerance, and eager's is the larger error.
+    x = edge_tensor(shape, dtype, 13)
+    tol = {"rtol": 1e-5, "atol": 1e-4} if dtype == torch.float32 else tolerances(dtype)
+    check(lambda t: (t.sum(dims), t.mean(dims, keepdim=True), t.amax(dims), t.amin(dims),
+                     t.var(dims), (t / 8).nan_to_num(0.5, 0.5, 0.5).prod(dims[0]),
+                     t.softmax(dims[0])),
+          x, **tol)
+
+
 FULL_REDUCTIONS = [
     ("sum", lambda t: t.sum()), ("mean_keepdim", lambda t: t.mean(tuple(range(t.dim())), keepdim=True)),
     ("amax", lambda t: t.amax()), ("amin_keepdim", lambda t: t.amin(tuple(range(t.dim())), keepdim=True)),
