@@ -21,11 +21,11 @@ namespace {
 // the flat index), else a loop per reduced dimension, so that no variable needs a division.
 // Each fold loop is `omp simd` with a reduction clause (not argmax/argmin). A kernel whose
 // reductions read along the innermost point variable (column sums, layer norm's weight
-// gradient) takes a third form instead, the segment loop: up to kSegment neighbouring points of
+// gradient) takes a third form instead, the segment loop: up to 256 neighbouring points of
 // the innermost dimension at a time, every outer-scope value an array over the segment, and
 // each reduction a loop nest over its reduced dimensions whose innermost `omp simd` loop runs
 // over the segment, one accumulator per point; each cache line is read once and the fold
-// vectorizes across points (a column sum of [8192, 1024], one thread: 104 ms -> 3.8 ms).
+// vectorizes across points (a column sum of [8192, 1024], one thread: 104 ms -> 3.1-3.5 ms).
 // Every index is 64-bit; only the variables that are used are computed.
 
 class KernelRenderer {
@@ -148,16 +148,26 @@ class KernelRenderer {
     return false;
   }
 
-  // Segment loop: up to kSegment points of the innermost dimension at a time. Each outer-scope
-  // instruction is an array over the segment, computed by an `omp simd` loop over it; each
-  // reduction is a loop nest over its reduced dimensions whose innermost loop runs over the
-  // segment, folding one accumulator per point. See Note [CPU loop structure].
-  static constexpr int64_t kSegment = 64;
+  // Segment loop: up to segmentSize() points of the innermost dimension at a time. Each
+  // outer-scope instruction is an array over the segment, computed by an `omp simd` loop over
+  // it; each reduction is a loop nest over its reduced dimensions whose innermost loop runs over
+  // the segment, folding one accumulator per point. See Note [CPU loop structure].
+
+  /// 256 points (a 1 KiB run of floats per reduced row, which the prefetcher streams: a column
+  /// sum of [8192, 1024] took 3.1-3.5 ms on one thread with 256, 3.8-4.8 ms with 64), fewer when
+  /// the arrays would pass 256 KiB of stack.
+  int64_t segmentSize() const {
+    int64_t arrays = static_cast<int64_t>(k_.reductions.size());
+    for (const KInstr& instr : k_.instrs) arrays += instr.scope == -1;
+    int64_t size = 256;
+    while (size > 16 && size * 8 * arrays > 256 * 1024) size /= 2;
+    return size;
+  }
 
   void renderSegmentLoop() {
     const size_t rank = k_.domain.size();
     const std::string last = std::to_string(k_.domain.back());
-    const std::string seg = std::to_string(kSegment);
+    const std::string seg = std::to_string(segmentSize());
     segment_var_ = "v" + std::to_string(rank - 1);
     varying_.assign(k_.instrs.size(), true);
     std::vector<bool> vars(rank, false), rvars(64, false);
@@ -204,7 +214,7 @@ class KernelRenderer {
     const KReduction& reduction = k_.reductions[k];
     const std::string type = detail::cpuComputeType(reduction.dtype);
     const std::string acc = "a" + std::to_string(at);
-    out_ += "    " + type + " " + acc + "[" + std::to_string(kSegment) + "];\n";
+    out_ += "    " + type + " " + acc + "[" + std::to_string(segmentSize()) + "];\n";
     out_ += "    for (lf_i64 s = 0; s < n; ++s) " + acc + "[s] = " +
             reductionInit(reduction.kind, reduction.dtype) + ";\n";
     int64_t count = 1;
