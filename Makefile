@@ -35,7 +35,8 @@ NINJA_FILE    := $(BUILD)/build.ninja
 # Anything that imports torch only to ask it something must not autoload lazyfuse.
 TORCH_QUERY := TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PY) -c
 
-.PHONY: deps venv build install test test-cpp test-python test-opinfo opinfo example-cpp demo bench \
+.PHONY: deps venv build install test test-cpp test-python test-opinfo test-opinfo-fused opinfo \
+        example-cpp demo bench \
         clean distclean
 
 # ---- one-time setup ----------------------------------------------------------------------------
@@ -99,15 +100,27 @@ test-cpp: build
 
 # Then the training-parity and view/mutation tests again with every graph compiled into fused
 # kernels (by default only graphs with enough work are; test_fusion.py forces it itself).
+# LAZYFUSE_NVRTC_CHECK: every kernel fused on the CPU is also rendered as CUDA and compiled by
+# NVRTC for sm_90 (H100), so the GPU target is checked without a GPU.
+# Last, the fusion tests once more with the CUDA rendering of each kernel run on the CPU
+# (LAZYFUSE_CUDA_EMULATION, Note [CUDA emulation]): the GPU kernels' numbers against eager.
+NVRTC_CHECK ?= 90
 test-python: build
-	$(PY) -m pytest test/python -q
-	LAZYFUSE_FUSION=always $(PY) -m pytest -q \
+	LAZYFUSE_NVRTC_CHECK=$(NVRTC_CHECK) $(PY) -m pytest test/python -q
+	LAZYFUSE_NVRTC_CHECK=$(NVRTC_CHECK) LAZYFUSE_FUSION=always $(PY) -m pytest -q \
 	  test/python/test_autograd_training.py test/python/test_views_mutation.py
+	LAZYFUSE_CUDA_EMULATION=1 $(PY) -m pytest -q test/python/test_fusion.py \
+	  -k "not test_dumps_plan_and_source"
 
 # OPINFO_SUBSET=ci runs the smaller fixed subset (every OpInfo at least once in float32).
 OPINFO_SUBSET ?= full
 test-opinfo: build
 	$(PY) -m pytest test/opinfo -q -p no:cacheprovider --opinfo-subset=$(OPINFO_SUBSET)
+
+# The ci subset with every graph compiled into fused kernels (about an hour cold on 2 cores,
+# minutes with a warm kernel cache): the lowerings against PyTorch's own samples.
+test-opinfo-fused: build
+	LAZYFUSE_FUSION=always $(PY) -m pytest test/opinfo -q -p no:cacheprovider --opinfo-subset=ci
 
 # The full sweep, resuming after a crash, then docs/op_coverage.md.
 opinfo: build

@@ -9,7 +9,12 @@
 
 #include <ATen/core/List.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/ones.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_set>
 
 namespace lazyfuse {
 namespace {
@@ -25,19 +30,24 @@ at::Tensor writableCopy(const at::Tensor& buffer) {
   return copy;
 }
 
-void collectData(const c10::IValue& v, std::vector<c10::intrusive_ptr<LazyData>>& out) {
-  auto add = [&](const at::Tensor& t) {
-    if (LazyTensorImpl* impl = lazyImpl(t)) out.push_back(impl->dataPtr());
-  };
-  if (v.isTensor()) add(v.toTensor());
+/// Calls `fn` on each tensor in `v`: a tensor, a tensor list or a list of optional tensors.
+template <typename Fn>
+void forEachTensor(const c10::IValue& v, Fn fn) {
+  if (v.isTensor()) fn(v.toTensor());
   if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) add(t);
+    for (const at::Tensor& t : v.toTensorList()) fn(t);
   }
   if (v.isList()) {
     for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor()) add(e.toTensor());
+      if (e.isTensor()) fn(e.toTensor());
     }
   }
+}
+
+void collectData(const c10::IValue& v, std::vector<c10::intrusive_ptr<LazyData>>& out) {
+  forEachTensor(v, [&](const at::Tensor& t) {
+    if (LazyTensorImpl* impl = lazyImpl(t)) out.push_back(impl->dataPtr());
+  });
 }
 
 /// The hardware tensor standing for `t` in the eager call.
@@ -84,7 +94,121 @@ c10::IValue lazyResult(const c10::IValue& v, bool factory) {
   return v;
 }
 
+// Note [Eager's errors]
+// A user mistake must raise eager's exception, type and message, at the op. The recorder finds
+// most of them with the meta kernel, but a meta kernel can raise another type than the CPU kernel
+// (RuntimeError for IndexError: a[float_index], empty.amax(0)), and some checks only the CPU
+// kernel makes (dtypes: a & b on floats, softmax of ints, mm of float and double; max() of an
+// empty tensor). So the CPU kernel is asked too, on stand-ins for the lazy tensors (ones of
+// their dtypes): when the meta kernel raised, with their sizes (up to kMaxStandInElements in all;
+// beyond, the meta kernel's error stands), and, on a meta-cache miss for ops whose checks do not
+// depend on sizes (pointwise and reduction ops, the mm and softmax families: OpTraits::
+// probes_on_cpu), with every size cut to at most 1, which costs microseconds once per op and
+// input metadata; its warnings are dropped. Scalar arguments are parameters, not part of that
+// key, yet integer ops check their values (int ** -1, int // 0), so a call on integer tensors
+// with Scalar arguments is asked about once per distinct Scalar values (checkScalarValuesOnCpu).
+// Checks on tensor values (index ranges) and other ops' checks still raise at sync.
+// Pinned by test_errors.py::test_dtype_error_at_op and test_empty_reduction_error_at_op.
+constexpr int64_t kMaxStandInElements = int64_t{1} << 22;
+
+/// Drops the warnings a run on stand-ins gives (var over one element warns of its correction).
+class DropWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
+at::Tensor standIn(const at::Tensor& t, bool one_per_dim) {
+  if (!isLazy(t)) return t;
+  std::vector<int64_t> sizes = t.sizes().vec();
+  if (one_per_dim) {
+    for (int64_t& size : sizes) size = std::min<int64_t>(size, 1);
+  }
+  return at::ones(sizes, at::TensorOptions().dtype(t.scalar_type()));
+}
+
+c10::IValue standInArg(const c10::IValue& v, bool one_per_dim) {
+  if (v.isTensor()) return standIn(v.toTensor(), one_per_dim);
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor& t : v.toTensorList()) list.push_back(standIn(t, one_per_dim));
+    return list;
+  }
+  if (v.isList() && v.toListRef().size() > 0 && v.toListRef()[0].isTensor()) {
+    c10::List<std::optional<at::Tensor>> list;
+    for (const c10::IValue& e : v.toListRef()) {
+      list.push_back(e.isTensor() ? std::optional<at::Tensor>(standIn(e.toTensor(), one_per_dim))
+                                  : std::nullopt);
+    }
+    return list;
+  }
+  if (v.isDevice()) return c10::IValue(c10::Device(c10::kCPU));
+  return v;
+}
+
+int64_t lazyElements(const c10::IValue& v) {
+  int64_t n = 0;
+  forEachTensor(v, [&](const at::Tensor& t) { n += isLazy(t) ? t.numel() : 0; });
+  return n;
+}
+
+bool isIntegerCall(const torch::jit::Stack& args) {
+  for (const c10::IValue& v : args) {
+    if (!v.isTensor() || !isLazy(v.toTensor())) continue;
+    if (c10::isIntegralType(v.toTensor().scalar_type(), /*includeBool=*/true)) return true;
+  }
+  return false;
+}
+
+struct ProbedScalars {
+  std::mutex mutex;
+  std::unordered_set<HashValue> seen;
+};
+
+ProbedScalars& probedScalars() {
+  static ProbedScalars* instance = new ProbedScalars();
+  return *instance;
+}
+
 }  // namespace
+
+void checkScalarValuesOnCpu(const c10::OperatorHandle& op, const OpTraits& traits, HashValue key,
+                            const torch::jit::Stack& args) {
+  if (!traits.probes_on_cpu || !isIntegerCall(args)) return;
+  bool any_scalar = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = args[i];
+    if (v.isTensor() && v.toTensor().defined() && !isLazy(v.toTensor())) {
+      key = hashIValue(key, c10::IValue(v.toTensor().item()));  // a 0-dim CPU tensor
+      any_scalar = true;
+    } else if (traits.scalar_arg[i]) {
+      key = hashIValue(key, v);
+      any_scalar = true;
+    }
+  }
+  if (!any_scalar) return;
+  ProbedScalars& probed = probedScalars();
+  {
+    std::lock_guard<std::mutex> lock(probed.mutex);
+    if (probed.seen.count(key) > 0) return;
+  }
+  raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/true);
+  std::lock_guard<std::mutex> lock(probed.mutex);
+  probed.seen.insert(key);
+}
+
+void raiseEagerErrorOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& args,
+                          bool one_per_dim) {
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) return;  // a run would draw random numbers
+  int64_t elements = 0;
+  for (const c10::IValue& v : args) elements += lazyElements(v);
+  if (!one_per_dim && elements > kMaxStandInElements) return;
+  torch::jit::Stack cpu;
+  for (const c10::IValue& v : args) cpu.push_back(standInArg(v, one_per_dim));
+  DropWarnings drop;
+  c10::WarningUtils::WarningHandlerGuard quiet(&drop);
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  op.callBoxed(cpu);
+}
 
 void eagerFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpTraits& traits = traitsOf(op);

@@ -3,18 +3,13 @@
 #include "backend/device.h"
 #include "backend/logging.h"
 #include "backend/metrics.h"
-#include "kernels/cpu_codegen.h"
-#include "kernels/cpu_compiler.h"
+#include "backend/plan_compiler.h"
 #include "kernels/extern_runner.h"
 #include "lazy_ir/check.h"
-#include "lowering/pipeline.h"
 #include "lowering/print_plan.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <iomanip>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -22,13 +17,6 @@
 
 namespace lazyfuse {
 namespace {
-
-/// A plan with its fused kernels compiled.
-struct CompiledPlan {
-  ExecutionPlan plan;
-  std::shared_ptr<const CpuModule> module;
-  std::vector<CpuKernelFn> kernels;
-};
 
 struct GraphCache {
   std::mutex mutex;
@@ -38,93 +26,6 @@ struct GraphCache {
 GraphCache& graphCache() {
   static GraphCache* instance = new GraphCache();
   return *instance;
-}
-
-bool dumpRequested(const char* what) {
-  static const std::string dump = std::getenv("LAZYFUSE_DUMP") ? std::getenv("LAZYFUSE_DUMP") : "";
-  return dump.find(what) != std::string::npos;
-}
-
-void writeDump(const Graph& graph, const char* what, const char* ext, const std::string& text) {
-  const char* dir = std::getenv("LAZYFUSE_DUMP_DIR");
-  std::ostringstream path;
-  path << (dir ? dir : ".") << "/lazyfuse-" << what << "-" << std::hex << std::setw(16)
-       << std::setfill('0') << graph.hash() << ext;
-  std::ofstream out(path.str());
-  if (!out) {
-    LF_LOG_WARN("cannot write the ", what, " dump ", path.str());
-    return;
-  }
-  out << text;
-  LF_LOG_DEBUG("wrote ", path.str());
-}
-
-// Note [When graphs are fused]
-// Fused kernels run where the C++ compiler's code runs: the CPU. LAZYFUSE_FUSION picks when:
-//   auto (default)  graphs whose kernels would touch at least kFuseMinElements elements; a
-//                   smaller graph runs node by node, since compiling it (~0.1-0.5 s) costs more
-//                   than fusion can save on a graph that small
-//   always          every graph (the fusion tests run this way)
-//   0               never
-// It is read at each new graph, so a test can switch it; cached plans keep their decision.
-constexpr int64_t kFuseMinElements = 1 << 15;
-
-enum class FusionMode { kOff, kAuto, kAlways };
-
-FusionMode fusionMode() {
-  static const bool have_compiler = [] {
-    if (cpuCompilerAvailable()) return true;
-    LF_LOG_WARN("no C++ compiler found (set LAZYFUSE_CXX or CXX): graphs run node by node");
-    return false;
-  }();
-  const char* env = std::getenv("LAZYFUSE_FUSION");
-  const std::string mode = env ? env : "auto";
-  if (mode == "0" || mode == "off" || !hardwareDevice().is_cpu() || !have_compiler) {
-    return FusionMode::kOff;
-  }
-  return mode == "always" || mode == "1" ? FusionMode::kAlways : FusionMode::kAuto;
-}
-
-/// Elements the plan's kernels visit, reductions counted in full.
-int64_t kernelWork(const ExecutionPlan& plan) {
-  int64_t work = 0;
-  for (const FusedKernel& k : plan.kernels) {
-    work += domainNumel(k.kernel) * workPerPoint(k.kernel);
-  }
-  return work;
-}
-
-std::shared_ptr<CompiledPlan> compilePlan(const Graph& graph) {
-  auto compiled = std::make_shared<CompiledPlan>();
-  const FusionMode mode = fusionMode();
-  compiled->plan = lowerGraph(graph, mode != FusionMode::kOff);
-  if (mode == FusionMode::kAuto && kernelWork(compiled->plan) < kFuseMinElements) {
-    compiled->plan = lowerGraph(graph, /*fuse=*/false);
-  }
-  if (dumpRequested("plan")) writeDump(graph, "plan", ".txt", printPlan(graph, compiled->plan));
-  if (compiled->plan.kernels.empty()) return compiled;
-  std::vector<const Kernel*> kernels;
-  std::vector<std::string> names;
-  for (const FusedKernel& k : compiled->plan.kernels) {
-    kernels.push_back(&k.kernel);
-    names.push_back(k.kernel.name);
-  }
-  const std::string source = renderCpp(kernels);
-  if (dumpRequested("cpp")) writeDump(graph, "kernels", ".cpp", source);
-  CpuCompileResult result = compileCpp(source, names);
-  if (!result.module) {
-    // Never a wrong result: the graph runs node by node instead. See Note [Kernel IR].
-    LF_LOG_WARN("fused kernels of graph 0x", std::hex, graph.hash(), std::dec,
-                " failed to compile; running it node by node: ", result.error);
-    metrics::fusion_fallbacks.add();
-    compiled->plan = lowerGraph(graph, /*fuse=*/false);
-    return compiled;
-  }
-  (result.disk_hit ? metrics::kernel_disk_hits : metrics::kernels_compiled)
-      .add(static_cast<int64_t>(kernels.size()));
-  compiled->module = result.module;
-  compiled->kernels = result.module->functions;
-  return compiled;
 }
 
 std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
@@ -161,7 +62,7 @@ void runTargets(const std::vector<LazyData*>& targets) {
   std::vector<at::Tensor> outputs;
   {
     ScopedTimer timer(metrics::execute_time);
-    outputs = runPlan(plan->plan, graph, plan->kernels);
+    outputs = runPlan(plan->plan, graph, plan->launcher());
   }
   metrics::kernels_launched.add(static_cast<int64_t>(plan->plan.kernels.size()));
   metrics::graphs_executed.add();

@@ -4,9 +4,12 @@
 #include "lazy_ir/check.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 
 namespace lazyfuse {
 namespace {
@@ -40,7 +43,128 @@ void registerData(const c10::intrusive_ptr<LazyData>& data) {
   r.entries.emplace_back(data);
 }
 
+// Note [View geometry]
+// Eager reports a view's strides and storage offset (x.t() has strides (1, n)), and
+// is_contiguous(), .view() and reshape's choice between a view and a copy follow them. The trace
+// has no views: functionalization records *_copy ops, whose values are new contiguous tensors,
+// and a FunctionalTensorWrapper reports the strides of the tensor it wraps (it forwards its size
+// and stride getters, so the reference strides functionalization sets on the wrapper are never
+// seen). So the LazyTensorImpl a *_copy op returns reports the geometry of the view it stands for,
+// found by running the view op on Meta over the input's reported geometry (cached), while the
+// recorder, its meta cache and the graph go on using the value's strides in the trace
+// (traceStrides). Writes keep geometry, as in eager: the result of the op recorded for an
+// in-place or out= op reports the geometry of the tensor it is written into (not under
+// InferenceMode, see Note [In-place result casts]), and a *_scatter's result the geometry of the
+// base it writes into. That matters beyond the written tensor: functionalization replays a write
+// through a view into its base with *_scatter and inverse view ops (t_copy for t), whose results
+// become the base's value and views. Any other op's result reports its trace strides.
+// Pinned by test_views_mutation.py::test_view_metadata_like_eager and
+// test_view_metadata_after_write_like_eager.
+struct ViewGeometry {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t storage_offset = 0;
+};
+using ViewGeometries = std::vector<ViewGeometry>;
+
+struct ViewGeometryCache {
+  std::mutex mutex;
+  std::unordered_map<HashValue, std::shared_ptr<const ViewGeometries>> entries;
+};
+
+ViewGeometryCache& viewGeometryCache() {
+  static ViewGeometryCache* instance = new ViewGeometryCache();
+  return *instance;
+}
+
+/// A Meta tensor with `impl`'s dtype, sizes, reported strides and storage offset.
+at::Tensor metaWithGeometry(const LazyTensorImpl& impl) {
+  int64_t extent = impl.numel() == 0 ? 0 : impl.storage_offset() + 1;
+  for (size_t d = 0; d < impl.sizes().size() && impl.numel() > 0; ++d) {
+    extent += (impl.sizes()[d] - 1) * impl.strides()[d];
+  }
+  at::Tensor storage =
+      at::empty({extent}, at::TensorOptions().dtype(impl.dtype()).device(c10::kMeta));
+  return storage.as_strided(impl.sizes(), impl.strides(), impl.storage_offset());
+}
+
+/// The geometry of each view `view_op` returns for `args`; empty when Meta cannot tell.
+ViewGeometries inferViewGeometry(const c10::OperatorHandle& view_op, const torch::jit::Stack& args,
+                                 const LazyTensorImpl& self) {
+  c10::impl::ExcludeDispatchKeyGuard no_autograd(
+      c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+  c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
+  torch::jit::Stack meta_stack{metaWithGeometry(self)};
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i].isTensor() || args[i].isTensorList()) return {};
+    meta_stack.push_back(args[i]);
+  }
+  try {
+    view_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+  } catch (const c10::Error&) {
+    return {};  // the trace's meta inference accepted the call: its geometry is all we know
+  }
+  ViewGeometries out;
+  for (const c10::IValue& v : meta_stack) {
+    std::vector<at::Tensor> views;
+    if (v.isTensor()) views.push_back(v.toTensor());
+    if (v.isTensorList()) views = v.toTensorList().vec();
+    for (const at::Tensor& t : views) {
+      out.push_back({t.sizes().vec(), t.strides().vec(), t.storage_offset()});
+    }
+  }
+  return out;
+}
+
+/// inferViewGeometry, cached under the call's trace key and the input's reported geometry.
+std::shared_ptr<const ViewGeometries> cachedViewGeometry(const c10::OperatorHandle& view_op,
+                                                         HashValue key,
+                                                         const torch::jit::Stack& args,
+                                                         const LazyTensorImpl& self) {
+  key = hashCombine(hashInts(key, self.strides()), self.storage_offset());
+  ViewGeometryCache& cache = viewGeometryCache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.entries.find(key);
+    if (it != cache.entries.end()) return it->second;
+  }
+  auto geometries = std::make_shared<const ViewGeometries>(inferViewGeometry(view_op, args, self));
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.entries.emplace(key, geometries);
+  return geometries;
+}
+
 }  // namespace
+
+void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
+                       const torch::jit::Stack& args, torch::jit::Stack& stack,
+                       size_t num_results) {
+  const LazyTensorImpl* self = args.empty() || !args[0].isTensor() ? nullptr
+                                                                     : lazyImpl(args[0].toTensor());
+  if (self == nullptr) return;
+  std::shared_ptr<const ViewGeometries> geometries = cachedViewGeometry(view_op, key, args, *self);
+  size_t k = 0;
+  for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
+    std::vector<at::Tensor> results;
+    if (stack[r].isTensor()) results.push_back(stack[r].toTensor());
+    if (stack[r].isTensorList()) results = stack[r].toTensorList().vec();
+    for (const at::Tensor& t : results) {
+      if (k >= geometries->size()) return;
+      const ViewGeometry& g = (*geometries)[k++];
+      auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
+      if (impl != nullptr && impl->sizes() == c10::IntArrayRef(g.sizes)) {
+        impl->reportViewGeometry(g.strides, g.storage_offset);
+      }
+    }
+  }
+}
+
+void reportGeometryOf(const at::Tensor& like, const at::Tensor& result) {
+  auto* impl = dynamic_cast<LazyTensorImpl*>(result.unsafeGetTensorImpl());
+  if (!like.defined() || impl == nullptr || impl->sizes() != like.sizes()) return;
+  if (impl->strides() == like.strides() && like.storage_offset() == impl->storage_offset()) return;
+  impl->reportViewGeometry(like.strides(), like.storage_offset());
+}
 
 c10::intrusive_ptr<LazyData> LazyData::pending(Value value) {
   auto data = c10::make_intrusive<LazyData>();
@@ -118,19 +242,31 @@ TensorMeta LazyTensorImpl::meta() const {
   TensorMeta m;
   m.dtype = c10::typeMetaToScalarType(dtype());
   m.sizes = sizes().vec();
-  m.strides = strides().vec();
+  m.strides = traceStrides().vec();
   return m;
+}
+
+c10::IntArrayRef LazyTensorImpl::traceStrides() const {
+  return trace_strides_.empty() ? strides() : c10::IntArrayRef(trace_strides_);
 }
 
 void LazyTensorImpl::setMeta(const TensorMeta& meta) {
   LF_INTERNAL_ASSERT(meta.dtype == c10::typeMetaToScalarType(dtype()), "dtype of a tensor changed");
+  trace_strides_.clear();
   set_sizes_and_strides(meta.sizes, meta.strides);
+}
+
+void LazyTensorImpl::reportViewGeometry(c10::IntArrayRef strides, int64_t storage_offset) {
+  LF_INTERNAL_ASSERT(strides.size() == sizes().size(), "view geometry of another rank");
+  if (trace_strides_.empty()) trace_strides_ = this->strides().vec();
+  set_sizes_and_strides(sizes(), strides, storage_offset);
 }
 
 c10::intrusive_ptr<c10::TensorImpl> LazyTensorImpl::shallow_copy_and_detach(
     const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const {
   auto impl = c10::make_intrusive<LazyTensorImpl>(data_, meta());
   copy_tensor_metadata(this, impl.get(), version_counter, allow_tensor_metadata_change);
+  impl->trace_strides_ = trace_strides_;
   return impl;
 }
 
@@ -138,6 +274,7 @@ c10::intrusive_ptr<c10::TensorImpl> LazyTensorImpl::shallow_copy_and_detach(
     c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const {
   auto impl = c10::make_intrusive<LazyTensorImpl>(data_, meta());
   copy_tensor_metadata(this, impl.get(), std::move(version_counter), allow_tensor_metadata_change);
+  impl->trace_strides_ = trace_strides_;
   return impl;
 }
 
@@ -147,6 +284,7 @@ void LazyTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>
            " tensor into a lazy tensor");
   copy_tensor_metadata(other, this, version_counter(), allow_tensor_metadata_change());
   data_ = other->data_;
+  trace_strides_ = other->trace_strides_;
 }
 
 LazyTensorImpl* lazyImpl(const at::Tensor& tensor) {

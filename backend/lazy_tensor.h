@@ -18,6 +18,8 @@
 #include "lazy_ir/node.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/intrusive_ptr.h>
 
@@ -63,9 +65,16 @@ class LazyTensorImpl final : public c10::TensorImpl {
 
   LazyData& data() const { return *data_; }
   const c10::intrusive_ptr<LazyData>& dataPtr() const { return data_; }
+  /// The metadata of this tensor's value in the trace (its strides are not always the ones it
+  /// reports). See Note [View geometry].
   TensorMeta meta() const;
-  /// New sizes and strides after an op resized this tensor (out= arguments).
+  /// The strides of this tensor's value in the trace.
+  c10::IntArrayRef traceStrides() const;
+  /// New sizes and strides after an op resized this tensor (out= arguments); it reports them too.
   void setMeta(const TensorMeta& meta);
+  /// Reports `strides` and `storage_offset` (a view's, in eager) instead of the trace's strides.
+  /// See Note [View geometry].
+  void reportViewGeometry(c10::IntArrayRef strides, int64_t storage_offset);
 
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       const c10::VariableVersion& version_counter,
@@ -78,11 +87,25 @@ class LazyTensorImpl final : public c10::TensorImpl {
   const char* tensorimpl_type_name() const override { return "LazyTensorImpl"; }
 
   c10::intrusive_ptr<LazyData> data_;
+  std::vector<int64_t> trace_strides_;  // empty: the same as the reported strides
 };
 
 /// The LazyTensorImpl under `tensor`, unwrapping (and syncing) a functional wrapper; nullptr when
 /// `tensor` is not a lazy tensor.
 LazyTensorImpl* lazyImpl(const at::Tensor& tensor);
+
+/// Makes the `num_results` lazy tensors at the end of `stack`, returned by the *_copy op that
+/// stands for `view_op` called with `args`, report the strides and storage offset eager gives that
+/// view. `key` identifies the call's ops, constants and input metadata in the trace.
+/// See Note [View geometry].
+void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
+                       const torch::jit::Stack& args, torch::jit::Stack& stack,
+                       size_t num_results);
+
+/// Makes the raw lazy tensor `result` report the strides and storage offset `like` reports, when
+/// their sizes agree: the result of an in-place op keeps the geometry of the tensor it writes, a
+/// *_scatter the geometry of the base it writes into. See Note [View geometry].
+void reportGeometryOf(const at::Tensor& like, const at::Tensor& result);
 
 /// A raw (unwrapped) lazy tensor holding a pending value.
 at::Tensor makeLazyTensor(Value value);

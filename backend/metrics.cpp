@@ -98,6 +98,9 @@ Counter& kernels_compiled = *new Counter("KernelsCompiled");
 Counter& kernels_launched = *new Counter("KernelsLaunched");
 Counter& kernel_disk_hits = *new Counter("KernelDiskCacheHits");
 Counter& fusion_fallbacks = *new Counter("FusionFallback");
+Counter& cuda_kernels_checked = *new Counter("CudaKernelsChecked");
+Counter& cuda_check_failures = *new Counter("CudaCheckFailures");
+Counter& cuda_emulated_launches = *new Counter("CudaEmulatedLaunches");
 Timer& compile_time = *new Timer("CompileTime");
 Timer& execute_time = *new Timer("ExecuteTime");
 }  // namespace metrics

@@ -73,6 +73,9 @@ extern Counter& kernels_compiled; // KernelsCompiled: fused kernels built by the
 extern Counter& kernels_launched; // KernelsLaunched: fused kernel steps run
 extern Counter& kernel_disk_hits; // KernelDiskCacheHits: fused kernels loaded from the disk cache
 extern Counter& fusion_fallbacks; // FusionFallback: graphs run per node after a failed compile
+extern Counter& cuda_kernels_checked;  // CudaKernelsChecked: CPU kernels also compiled by NVRTC
+extern Counter& cuda_check_failures;   // CudaCheckFailures: graphs whose CUDA rendering failed
+extern Counter& cuda_emulated_launches;  // CudaEmulatedLaunches: CUDA kernels run emulated
 extern Timer& compile_time;       // CompileTime
 extern Timer& execute_time;       // ExecuteTime
 }  // namespace metrics

@@ -37,10 +37,15 @@ bool isTensorLike(const c10::TypePtr& type) {
   return false;
 }
 
+/// Scalar, Scalar? and Scalar[]: values that become graph parameters (the bias corrections of a
+/// foreach Adam step change every step, and must not make every step a new graph).
 bool isScalarType(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::NumberType) return true;
   if (auto opt = type->cast<c10::OptionalType>()) {
     return opt->getElementType()->kind() == c10::TypeKind::NumberType;
+  }
+  if (auto list = type->cast<c10::ListType>()) {
+    return list->getElementType()->kind() == c10::TypeKind::NumberType;
   }
   return false;
 }
@@ -51,6 +56,70 @@ bool isGeneratorType(const c10::TypePtr& type) {
     return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
   }
   return false;
+}
+
+bool isInPlace(const c10::FunctionSchema& schema, const std::vector<uint8_t>& written) {
+  const std::string& name = schema.name();
+  if (name.size() < 2 || name.back() != '_' || name.find("::__") != std::string::npos) return false;
+  return !written.empty() && written[0];
+}
+
+bool isOut(const c10::FunctionSchema& schema, const std::vector<uint8_t>& written) {
+  bool any = false;
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (!written[i]) continue;
+    if (!schema.arguments()[i].is_out()) return false;
+    any = true;
+  }
+  return any;
+}
+
+// See Note [In-place result casts]. A random op's out= variant draws in the out tensor's dtype
+// (bernoulli into an int tensor is fine), so its functional result's dtype says nothing.
+std::string functionalNameOf(const c10::OperatorHandle& op, const std::vector<uint8_t>& written) {
+  const c10::FunctionSchema& schema = op.schema();
+  if (isInPlace(schema, written)) return schema.name().substr(0, schema.name().size() - 1);
+  if (isOut(schema, written) && !op.hasTag(at::Tag::nondeterministic_seeded)) return schema.name();
+  return "";
+}
+
+int outDtypeArgOf(const c10::FunctionSchema& schema, const std::vector<uint8_t>& written) {
+  static const std::set<std::string> reductions = {"aten::sum", "aten::prod", "aten::nansum",
+                                                   "aten::cumsum", "aten::cumprod"};
+  if (reductions.count(schema.name()) == 0 || !isOut(schema, written)) return -1;
+  auto index = schema.argumentIndexWithName("dtype");
+  return index ? static_cast<int>(*index) : -1;
+}
+
+bool endsWith(const std::string& name, const std::string& suffix) {
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// See Note [View geometry].
+std::optional<c10::OperatorHandle> viewOpOf(const c10::FunctionSchema& schema) {
+  static const std::string kSuffix = "_copy";
+  const std::string& name = schema.name();
+  if (!endsWith(name, kSuffix)) return std::nullopt;
+  auto view = c10::Dispatcher::singleton().findOp(
+      {name.substr(0, name.size() - kSuffix.size()), schema.overload_name()});
+  if (!view || view->schema().returns().size() != 1) return std::nullopt;
+  const c10::AliasInfo* alias = view->schema().returns()[0].alias_info();
+  if (alias == nullptr || alias->isWrite()) return std::nullopt;
+  return view;
+}
+
+// See Note [Eager's errors]: pointwise ops broadcast one-element stand-ins, reductions keep every
+// dim they are given, and these ops accept any operand of one element per dim (floor_divide is
+// pointwise without the tag).
+bool probesOnCpu(const c10::OperatorHandle& op) {
+  static const std::set<std::string> size_free = {
+      "aten::mm",  "aten::bmm",   "aten::addmm", "aten::baddbmm", "aten::addbmm",
+      "aten::mv",  "aten::addmv", "aten::dot",   "aten::vdot",    "aten::_softmax",
+      "aten::_log_softmax",       "aten::floor_divide"};
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;
+  if (op.hasTag(at::Tag::pointwise) || op.hasTag(at::Tag::reduction)) return true;
+  return size_free.count(op.schema().name()) > 0;
 }
 
 std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
@@ -71,6 +140,14 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
     traits->scalar_arg.push_back(isScalarType(arg.type()));
     traits->generator_arg.push_back(isGeneratorType(arg.type()));
   }
+  traits->functional_name = functionalNameOf(op, traits->written);
+  traits->out_dtype_arg = outDtypeArgOf(schema, traits->written);
+  traits->view_op = viewOpOf(schema);
+  traits->probes_on_cpu = probesOnCpu(op);
+  traits->scatters_into_self =
+      endsWith(schema.name(), "_scatter") && schema.returns().size() == 1 &&
+      !schema.arguments().empty() &&
+      schema.arguments()[0].type()->kind() == c10::TypeKind::TensorType;
   for (const c10::Argument& ret : schema.returns()) {
     if (!isTensorLike(ret.type())) traits->eager = true;
     int aliased = -1;

@@ -7,6 +7,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,21 @@ struct OpTraits {
   AuxOutputs aux_outputs = AuxOutputs::kSameAsMeta;
   /// Per schema argument: the op writes it (in-place and out= arguments).
   std::vector<uint8_t> written;
+  /// For an in-place or out= op, the counter_name of the functional op that functionalization
+  /// records in its place ("aten::mul" for mul_ and mul.out); empty for any other op.
+  /// See Note [In-place result casts].
+  std::string functional_name;
+  /// For the out= variants of sum, prod, nansum, cumsum and cumprod, which eager computes in the
+  /// out tensor's dtype when given none: the index of their dtype argument; -1 for any other op.
+  int out_dtype_arg = -1;
+  /// For a *_copy op that functionalization records in place of a view op (transpose_copy for
+  /// transpose): that view op. See Note [View geometry].
+  std::optional<c10::OperatorHandle> view_op;
+  /// A *_scatter op (slice_scatter, ...): its result is its first argument with a part written.
+  bool scatters_into_self = false;
+  /// The CPU kernel's checks of this op do not depend on sizes, so a run on one-element stand-ins
+  /// finds the errors the meta kernel misses. See Note [Eager's errors].
+  bool probes_on_cpu = false;
   /// Per schema return: the index of the written argument it returns, or -1.
   std::vector<int> returns_arg;
   /// Per schema argument: the schema type is Scalar / Scalar? (a parameter).

@@ -10,10 +10,13 @@
 #include <ATen/core/List.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/SmallVector.h>
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
+#include <utility>
 
 namespace lazyfuse {
 namespace {
@@ -46,11 +49,14 @@ bool isCpuScalar(const at::Tensor& tensor) {
 HashValue hashImplMeta(HashValue h, const LazyTensorImpl& impl) {
   h = hashCombine(h, static_cast<HashValue>(c10::typeMetaToScalarType(impl.dtype())));
   h = hashInts(h, impl.sizes());
-  return hashInts(h, impl.strides());
+  return hashInts(h, impl.traceStrides());  // See Note [View geometry]
 }
 
+/// A Meta stand-in for `tensor`; a lazy one's strides are those of its value in the trace.
 at::Tensor toMeta(const at::Tensor& tensor) {
-  return at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options().device(c10::kMeta));
+  const LazyTensorImpl* impl = lazyImpl(tensor);
+  c10::IntArrayRef strides = impl != nullptr ? impl->traceStrides() : tensor.strides();
+  return at::empty_strided(tensor.sizes(), strides, tensor.options().device(c10::kMeta));
 }
 
 /// A Meta stand-in for a 0-dim CPU tensor parameter, a wrapped number if it was one.
@@ -149,20 +155,41 @@ class CallRecorder {
     c10::IValue& v = args_[i];
     key_ = hashCombine(key_, i);
     if (v.isTensor()) return scanTensor(v.toTensor(), i);
-    if (v.isTensorList()) {
-      auto list = v.toTensorList();
-      key_ = hashCombine(key_, list.size());
-      for (const at::Tensor& t : list) addInput(t, i);
-      return;
-    }
+    if (v.isTensorList()) return scanTensorList(i);
     if (v.isList() && v.toListRef().size() > 0 && isOptionalTensorList(i)) return scanOptionalList(i);
     if (traits_.generator_arg[i] || (traits_.scalar_arg[i] && !traits_.scalars_are_constants)) {
       params_.push_back(v);
       key_ = hashCombine(key_, hashString(v.tagKind()));
+      // A Scalar[]'s entries are parameters too, but their kinds (int, float, bool, complex)
+      // decide output dtypes and kernel code, as a Scalar's kind does.
+      if (v.isList()) {
+        key_ = hashCombine(key_, v.toListRef().size());
+        for (const c10::IValue& entry : v.toListRef()) {
+          key_ = hashCombine(key_, hashString(entry.tagKind()));
+        }
+      }
       return;
     }
     if (v.isDevice()) v = c10::IValue(toHardware(v.toDevice()));
     key_ = hashIValue(key_, v);
+  }
+
+  /// A Tensor[] argument. Eager's foreach kernels accept 0-dim CPU tensors in a list next to
+  /// device tensors (optimizers pass a tensor lr that way); they are moved to lazy.
+  void scanTensorList(size_t i) {
+    auto list = args_[i].toTensorList();
+    key_ = hashCombine(key_, list.size());
+    c10::List<at::Tensor> moved;
+    bool any_moved = false;
+    for (at::Tensor t : list) {
+      if (isCpuScalar(t) && !traits_.written[i]) {
+        t = upload(t);
+        any_moved = true;
+      }
+      addInput(t, i);
+      moved.push_back(t);
+    }
+    if (any_moved) args_[i] = moved;
   }
 
   bool isOptionalTensorList(size_t i) const {
@@ -274,15 +301,29 @@ class CallRecorder {
   std::vector<c10::IValue> params_;
 };
 
-std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashValue key) {
+/// The call's attrs from the meta cache, or inferred on Meta and checked on the CPU as eager
+/// would (see Note [Eager's errors]), then cached; nullptr when the op has no meta kernel.
+std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashValue key,
+                                                   const c10::OperatorHandle& op,
+                                                   const OpTraits& traits,
+                                                   const torch::jit::Stack& args) {
   MetaCache& cache = metaCache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
     auto it = cache.entries.find(key);
     if (it != cache.entries.end()) return it->second;
   }
-  auto attrs = recorder.inferOnMeta(key);
+  std::shared_ptr<const AtenCallAttrs> attrs;
+  try {
+    attrs = recorder.inferOnMeta(key);
+  } catch (const c10::NotImplementedError&) {
+    return nullptr;
+  } catch (const std::exception&) {  // a c10::Error, or a Python meta kernel's exception
+    raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/false);
+    throw;
+  }
   metrics::meta_cache_miss.add();
+  if (traits.probes_on_cpu) raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/true);
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, attrs);
   return attrs;
@@ -304,6 +345,87 @@ bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {
     }
   }
   return false;
+}
+
+// Note [In-place result casts]
+// Eager refuses an in-place or out= op whose result dtype cannot be cast to the tensor it writes
+// (`int_tensor.mul_(floats)`: "result type Float can't be cast to the desired output type Int").
+// Functionalization loses that check: it records the functional op (mul), then casts its result
+// to the written tensor's dtype in FunctionalTensorWrapper::replace_, silently truncating. Its
+// meta reference run of the in-place op does not help (several Python meta kernels, mul_'s among
+// them, check no dtypes), and out= ops get none. So aten's in-place and out= ops get a kernel on
+// AutogradLazy, the one key above Functionalize that is ours (writtenCastKernel): it notes the
+// dtypes the op will write and hands the op to autograd; the recorder checks the first op of the
+// functional name it then records, before any tensor is replaced, so every tensor stays as it
+// was. The rule (eager's TensorIterator rule, can_cast) agrees with every OpInfo's in-place and
+// out= variant but three kinds, which the traits leave out or fix: random ops' out= (they draw in
+// the out dtype), ops where eager is stricter (left as before), and sum, prod, nansum, cumsum and
+// cumprod with out= and no dtype, which compute in the out tensor's dtype: the kernel passes that
+// dtype on. The same kernel lets the result keep the written tensor's geometry (see Note [View
+// geometry]). Under InferenceMode, which skips autograd keys, nothing is checked.
+// Pinned by test_errors.py::test_written_cast_*.
+struct PendingWrite {
+  const std::string* functional_name = nullptr;  // null: no write pending
+  c10::SmallVector<at::Tensor, 2> written;       // in argument order, tensor lists flattened
+};
+
+PendingWrite& pendingWrite() {
+  thread_local PendingWrite pending;
+  return pending;
+}
+
+class PendingWriteGuard {
+ public:
+  explicit PendingWriteGuard(PendingWrite write)
+      : saved_(std::exchange(pendingWrite(), std::move(write))) {}
+  ~PendingWriteGuard() { pendingWrite() = std::move(saved_); }
+  PendingWriteGuard(const PendingWriteGuard&) = delete;
+  PendingWriteGuard& operator=(const PendingWriteGuard&) = delete;
+
+ private:
+  PendingWrite saved_;
+};
+
+/// The pending write that `traits`' op is recorded in place of, taken; nullopt for any other op.
+std::optional<PendingWrite> takePendingWrite(const OpTraits& traits) {
+  PendingWrite& pending = pendingWrite();
+  if (pending.functional_name == nullptr || *pending.functional_name != traits.counter_name) {
+    return std::nullopt;
+  }
+  PendingWrite taken = pending;
+  pending.functional_name = nullptr;
+  return taken;
+}
+
+/// Refuses the op recorded in place of a write when one of its results cannot be cast to the
+/// tensor it is written into. See Note [In-place result casts].
+void checkWrittenCasts(const PendingWrite& write, const AtenCallAttrs& attrs) {
+  const size_t n = write.written.size();
+  if (attrs.outputs.size() < n) return;
+  const size_t first = attrs.outputs.size() - n;
+  for (size_t k = 0; k < n; ++k) {
+    if (!write.written[k].defined()) continue;
+    c10::ScalarType result = attrs.outputs[first + k].dtype;
+    c10::ScalarType written = write.written[k].scalar_type();
+    LF_CHECK(c10::canCast(result, written), "result type ", result,
+             " can't be cast to the desired output type ", written);
+  }
+}
+
+/// The results of the op recorded in place of a write report the geometry of the tensors they
+/// are written into, as eager's in-place and out= ops leave it. See Note [View geometry].
+void keepWrittenGeometry(const PendingWrite& write, const torch::jit::Stack& stack,
+                         size_t num_results) {
+  std::vector<at::Tensor> results;
+  for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
+    if (stack[r].isTensor()) results.push_back(stack[r].toTensor());
+    if (!stack[r].isTensorList()) continue;
+    for (const at::Tensor& t : stack[r].toTensorList()) results.push_back(t);
+  }
+  const size_t n = write.written.size();
+  if (n > results.size()) return;
+  const size_t first = results.size() - n;
+  for (size_t k = 0; k < n; ++k) reportGeometryOf(write.written[k], results[first + k]);
 }
 
 /// Points every written argument at its new value, and pushes the op's returns.
@@ -358,19 +480,44 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   CallRecorder recorder(op, traits, args);
   HashValue key = recorder.scan();
-  std::shared_ptr<const AtenCallAttrs> attrs;
-  try {
-    attrs = lookupOrInfer(recorder, key);
-  } catch (const c10::NotImplementedError&) {
+  std::shared_ptr<const AtenCallAttrs> attrs = lookupOrInfer(recorder, key, op, traits, args);
+  if (attrs) checkScalarValuesOnCpu(op, traits, key, args);
+  if (!attrs) {
     // No meta kernel: this op runs eagerly from now on. See Note [Data-dependent ops].
     markEager(op);
     std::move(args.begin(), args.end(), stack->end() - num_args);
     return eagerFallback(op, stack);
   }
+  std::optional<PendingWrite> write = takePendingWrite(traits);
+  if (write) checkWrittenCasts(*write, *attrs);
   NodePtr node = Node::aten(attrs, recorder.takeInputs(), recorder.takeParams());
   metrics::ops_recorded.add();
   torch::jit::drop(*stack, num_args);
   pushResults(*attrs, node, traits, args, /*factory=*/!recorder.anyLazy(), stack);
+  if (traits.view_op) reportViewResults(*traits.view_op, key, args, *stack, attrs->returns.size());
+  if (write) keepWrittenGeometry(*write, *stack, attrs->returns.size());
+  if (traits.scatters_into_self) reportGeometryOf(args[0].toTensor(), stack->back().toTensor());
+}
+
+void writtenCastKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpTraits& traits = traitsOf(op);
+  PendingWrite write;
+  write.functional_name = &traits.functional_name;
+  const size_t first_arg = stack->size() - traits.written.size();
+  for (size_t i = 0; i < traits.written.size(); ++i) {
+    if (!traits.written[i]) continue;
+    const c10::IValue& v = (*stack)[first_arg + i];
+    if (v.isTensor()) write.written.push_back(v.toTensor());
+    if (!v.isTensorList()) continue;
+    for (const at::Tensor& t : v.toTensorList()) write.written.push_back(t);
+  }
+  if (traits.out_dtype_arg >= 0 && write.written[0].defined()) {
+    // Eager reduces in the out tensor's dtype when given none; the functional op must too.
+    c10::IValue& dtype = (*stack)[first_arg + traits.out_dtype_arg];
+    if (dtype.isNone()) dtype = write.written[0].scalar_type();
+  }
+  PendingWriteGuard guard(std::move(write));
+  op.callBoxedForDispatchKey(c10::DispatchKey::Autograd, *stack);
 }
 
 size_t metaCacheSize() {

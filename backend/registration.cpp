@@ -57,20 +57,46 @@ bool recordsDirectly(const c10::OperatorHandle& op) {
   return !traitsOf(op).eager;
 }
 
+// See Note [In-place result casts]. Only where AutogradLazy runs autograd's kernel, which ours
+// hands the op on to: an op with a CompositeImplicitAutograd kernel runs that one there instead
+// (matmul.out decomposes into mm.out, which is checked), even when it has an Autograd kernel.
+bool checksWrittenCasts(const c10::OperatorHandle& op) {
+  if (traitsOf(op).functional_name.empty()) return false;
+  if (op.hasKernelForDispatchKey(c10::DispatchKey::AutogradLazy)) return false;
+  if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return false;
+  return op.hasKernelForDispatchKey(c10::DispatchKey::Autograd);
+}
+
+std::string qualifiedName(const c10::OperatorName& name) {
+  std::string qualified = name.name.substr(6);
+  if (!name.overload_name.empty()) qualified += "." + name.overload_name;
+  return qualified;
+}
+
 void registerDynamicKernels() {
   static auto lazy_lib = std::make_unique<torch::Library>(
       torch::Library::IMPL, "aten", c10::DispatchKey::Lazy, __FILE__, __LINE__);
+  static auto autograd_lib = std::make_unique<torch::Library>(
+      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradLazy, __FILE__, __LINE__);
   int count = 0;
+  int checked = 0;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto op = c10::Dispatcher::singleton().findOp(name);
-    if (!op || !recordsDirectly(*op)) continue;
-    std::string qualified = name.name.substr(6);
-    if (!name.overload_name.empty()) qualified += "." + name.overload_name;
-    lazy_lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&recordOp>());
-    ++count;
+    if (!op) continue;
+    if (recordsDirectly(*op)) {
+      lazy_lib->impl(qualifiedName(name).c_str(),
+                     torch::CppFunction::makeFromBoxedFunction<&recordOp>());
+      ++count;
+    }
+    if (checksWrittenCasts(*op)) {
+      autograd_lib->impl(qualifiedName(name).c_str(),
+                         torch::CppFunction::makeFromBoxedFunction<&writtenCastKernel>());
+      ++checked;
+    }
   }
-  LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops");
+  LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, cast checks for ",
+               checked, " in-place and out= ops");
 
   // See Note [Functionalizing copy_ across devices]. Replacing a kernel warns; this one is meant.
   SilentWarnings silent;

@@ -7,6 +7,7 @@
 #include <ATen/core/List.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
@@ -104,6 +105,11 @@ class StepRunner {
                    outputs[i].sizes() == c10::IntArrayRef(meta.sizes),
                attrs.name, " returned ", outputs[i].scalar_type(), outputs[i].sizes(),
                " but its meta kernel promised ", meta.dtype, c10::IntArrayRef(meta.sizes));
+      // A ZeroTensor (_efficientzerotensor, autograd's zero grads) has no memory a kernel can
+      // read, and refuses in-place writes: a buffer holds real zeros.
+      if (outputs[i]._is_zerotensor()) {
+        outputs[i] = at::zeros_like(outputs[i], outputs[i].options());
+      }
       outputs[i] = withLayout(outputs[i], meta);
     }
     values_[position] = std::move(outputs);
@@ -127,8 +133,16 @@ at::Tensor withLayout(const at::Tensor& tensor, const TensorMeta& meta) {
 
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const std::vector<CpuKernelFn>& kernels) {
-  LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
   LF_INTERNAL_ASSERT(kernels.size() == plan.kernels.size(), "plan run without its kernels");
+  return runPlan(plan, graph, [&](size_t index, const Graph& g, PlanValues& values) {
+    runFusedKernel(plan.kernels[index], kernels[index], g, values);
+  });
+}
+
+std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
+                                const KernelLauncher& launch) {
+  LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
+  LF_INTERNAL_ASSERT(plan.kernels.empty() || launch, "plan run without its kernels");
   // Real tensors need no autograd here: lazy autograd already recorded the backward ops.
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   PlanValues values;
@@ -140,7 +154,7 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
   StepRunner runner(graph, values.nodes);
   for (const PlanStep& step : plan.steps) {
     if (step.kind == StepKind::kFusedKernel) {
-      runFusedKernel(plan.kernels[step.kernel], kernels[step.kernel], graph, values);
+      launch(static_cast<size_t>(step.kernel), graph, values);
     } else {
       runner.run(step.position);
     }

@@ -4,10 +4,12 @@
 // the dispatcher with real tensors, so they run wherever those tensors live (CPU or CUDA).
 
 #include "kernels/cpu_compiler.h"
+#include "kernels/fused_runner.h"
 #include "lowering/execution_plan.h"
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <vector>
 
 namespace lazyfuse {
@@ -17,6 +19,14 @@ namespace lazyfuse {
 /// outputs, each laid out as its recorded metadata says.
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const std::vector<CpuKernelFn>& kernels = {});
+
+/// Runs fused kernel `index` of a plan (compiled for some target) over the plan's values.
+using KernelLauncher = std::function<void(size_t index, const Graph& graph, PlanValues& values)>;
+
+/// runPlan with the fused kernel steps run by `launch` (which may be empty for a plan without
+/// fused kernels).
+std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
+                                const KernelLauncher& launch);
 
 /// A tensor with exactly `meta`'s sizes and strides holding `tensor`'s values; `tensor` itself
 /// when its layout already matches.

@@ -35,8 +35,7 @@ void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph
   std::vector<double> fparams(fused.params.size(), 0);
   for (size_t k = 0; k < fused.params.size(); ++k) {
     const ParamBinding& p = fused.params[k];
-    const c10::IValue& v = graph.nodes()[p.position]->params().at(p.index);
-    c10::Scalar s = v.isTensor() ? v.toTensor().item() : v.toScalar();
+    const c10::Scalar s = paramValue(graph, p);
     if (p.floating) {
       fparams[k] = s.toDouble();
     } else {

@@ -25,11 +25,13 @@ struct BufferBinding {
   TensorMeta meta;    // dtype, sizes and strides the kernel indexes it with
 };
 
-/// Kernel parameter k is parameter `index` of the node at `position`.
+/// Kernel parameter k is parameter `index` of the node at `position`; for a Scalar[] parameter
+/// (a foreach op's scalars), its entry `element`.
 struct ParamBinding {
   uint32_t position = 0;
   uint32_t index = 0;
   bool floating = false;
+  int32_t element = -1;
 };
 
 struct FusedKernel {
@@ -54,6 +56,9 @@ struct ExecutionPlan {
   std::vector<FusedKernel> kernels;
   int32_t num_temps = 0;
 };
+
+/// The value a kernel parameter binds to in `graph` (whose hash is the plan's).
+c10::Scalar paramValue(const Graph& graph, const ParamBinding& binding);
 
 /// Node positions step `step` reads or writes.
 std::vector<uint32_t> stepValues(const Graph& graph, const ExecutionPlan& plan,

@@ -3,6 +3,7 @@
 #include "lazy_ir/check.h"
 
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 namespace lazyfuse {
@@ -47,13 +48,14 @@ class EmitContext final : public LoopContext {
     return v;
   }
 
-  KValue param(int32_t position, int32_t k, c10::ScalarType dtype) override {
-    auto key = std::make_pair(position, k);
+  KValue param(int32_t position, int32_t k, c10::ScalarType dtype, int32_t element) override {
+    auto key = std::make_tuple(position, k, element);
     auto it = param_of_.find(key);
     const bool floating = c10::isFloatingType(dtype);
     if (it == param_of_.end()) {
       it = param_of_.emplace(key, builder_.addParam(floating)).first;
-      out_.params.push_back(ParamBinding{static_cast<uint32_t>(position), static_cast<uint32_t>(k), floating});
+      out_.params.push_back(ParamBinding{static_cast<uint32_t>(position), static_cast<uint32_t>(k),
+                                         floating, element});
     }
     return builder_.param(it->second, floating ? c10::ScalarType::Double : c10::ScalarType::Long);
   }
@@ -115,7 +117,7 @@ class EmitContext final : public LoopContext {
   KernelBuilder builder_;
   const std::vector<IxPtr> identity_;  // the domain's own index: v0, v1, ...
   std::unordered_map<LoopId, int32_t> buffer_of_;
-  std::map<std::pair<int32_t, int32_t>, int32_t> param_of_;
+  std::map<std::tuple<int32_t, int32_t, int32_t>, int32_t> param_of_;
   std::unordered_map<LoopId, KValue> member_value_;
   std::unordered_map<std::string, KValue> memo_;
 };

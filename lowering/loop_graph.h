@@ -42,8 +42,9 @@ class LoopContext {
   virtual KernelBuilder& ops() = 0;
   /// The value of loop node `id` at `index` (inlined, or loaded when it is in memory).
   virtual KValue at(LoopId id, const std::vector<IxPtr>& index) = 0;
-  /// Parameter `k` of graph node `position` (a Scalar or a CPU scalar tensor) as `dtype`.
-  virtual KValue param(int32_t position, int32_t k, c10::ScalarType dtype) = 0;
+  /// Parameter `k` of graph node `position` (a Scalar or a CPU scalar tensor) as `dtype`; entry
+  /// `element` of it when it is a Scalar[].
+  virtual KValue param(int32_t position, int32_t k, c10::ScalarType dtype, int32_t element = -1) = 0;
 };
 
 struct LoopGraph {

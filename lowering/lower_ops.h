@@ -14,5 +14,6 @@ bool lowerView(LoweringCall& call, const std::string& op, const std::string& ove
 bool lowerConstant(LoweringCall& call, const std::string& op, const std::string& overload);
 bool lowerReduction(LoweringCall& call, const std::string& op, const std::string& overload);
 bool lowerNormalization(LoweringCall& call, const std::string& op, const std::string& overload);
+bool lowerForeach(LoweringCall& call, const std::string& op, const std::string& overload);
 
 }  // namespace lazyfuse

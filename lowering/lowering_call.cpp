@@ -22,13 +22,20 @@ int64_t wrapDim(int64_t dim, int64_t rank) {
 }
 
 LoweringCall::LoweringCall(LoopGraph& loops, const Node& node, int32_t position,
-                           std::vector<LoopId> inputs)
-    : loops_(loops), node_(node), position_(position),
-      args_(std::make_shared<const CallArgs>(loops, node, position, std::move(inputs))) {}
+                           std::vector<LoopId> inputs, int32_t element,
+                           std::vector<c10::IValue> extra)
+    : loops_(loops), node_(node), position_(position), inputs_(inputs), element_(element),
+      args_(std::make_shared<const CallArgs>(loops, node, position, std::move(inputs), element,
+                                             std::move(extra))) {}
+
+LoweringCall LoweringCall::element(int32_t element, std::vector<c10::IValue> extra) const {
+  return LoweringCall(loops_, node_, position_, inputs_, element, std::move(extra));
+}
 
 CallArgs::CallArgs(const LoopGraph& loops, const Node& node, int32_t position,
-                   std::vector<LoopId> inputs)
-    : loops_(loops), node_(node), position_(position), inputs_(std::move(inputs)) {
+                   std::vector<LoopId> inputs, int32_t element, std::vector<c10::IValue> extra)
+    : loops_(loops), node_(node), position_(position), inputs_(std::move(inputs)),
+      element_(element), extra_(std::move(extra)) {
   int32_t next_input = 0;
   int32_t next_param = 0;
   for (const ArgSlot& slot : attrs().args) {
@@ -48,6 +55,12 @@ CallArgs::CallArgs(const LoopGraph& loops, const Node& node, int32_t position,
     next_input += source.count;
     sources_.push_back(source);
   }
+  sources_.resize(sources_.size() + extra_.size());  // kConstant: see constant()
+}
+
+const c10::IValue& CallArgs::constant(size_t arg) const {
+  const size_t own = attrs().args.size();
+  return arg < own ? attrs().args.at(arg).constant : extra_.at(arg - own);
 }
 
 std::optional<LoopId> CallArgs::tensor(size_t arg) const {
@@ -55,19 +68,31 @@ std::optional<LoopId> CallArgs::tensor(size_t arg) const {
   if (s.count == 0 || s.kind == ArgKind::kParam || s.kind == ArgKind::kConstant) {
     return std::nullopt;
   }
+  if (element_ >= 0 && s.kind == ArgKind::kTensorList) {
+    LF_CHECK(element_ < s.count, "tensor list argument ", arg, " has no element ", element_);
+    return inputs_.at(s.input + element_);
+  }
   return inputs_.at(s.input);
+}
+
+const c10::IValue& CallArgs::paramOf(const ArgSource& s) const {
+  const c10::IValue& v = node_.params().at(s.param);
+  if (element_ < 0 || !v.isList()) return v;
+  LF_CHECK(static_cast<size_t>(element_) < v.toListRef().size(), "scalar list has no element ",
+           element_);
+  return v.toListRef()[element_];
 }
 
 bool CallArgs::isNone(size_t arg) const {
   // A None Scalar can be a parameter: its kind (None or not) is in the graph hash.
   const ArgSource& s = sources_.at(arg);
-  if (s.kind == ArgKind::kParam) return node_.params().at(s.param).isNone();
+  if (s.kind == ArgKind::kParam) return paramOf(s).isNone();
   return s.kind == ArgKind::kConstant && constant(arg).isNone();
 }
 
 c10::Scalar CallArgs::scalarValue(size_t arg) const {
   const ArgSource& s = sources_.at(arg);
-  const c10::IValue& v = s.kind == ArgKind::kParam ? node_.params().at(s.param) : constant(arg);
+  const c10::IValue& v = s.kind == ArgKind::kParam ? paramOf(s) : constant(arg);
   if (v.isTensor()) return v.toTensor().item();
   return v.toScalar();
 }
@@ -75,12 +100,13 @@ c10::Scalar CallArgs::scalarValue(size_t arg) const {
 KValue CallArgs::at(LoopContext& c, size_t arg, const std::vector<IxPtr>& index) const {
   const ArgSource& s = sources_.at(arg);
   if (s.kind == ArgKind::kParam) {
-    const c10::IValue& v = node_.params().at(s.param);
+    const c10::IValue& v = paramOf(s);
     c10::ScalarType type = v.isTensor() ? v.toTensor().scalar_type()
                            : v.toScalar().isFloatingPoint() ? c10::ScalarType::Double
                            : v.toScalar().isBoolean() ? c10::ScalarType::Bool
                                                        : c10::ScalarType::Long;
-    return c.param(position_, s.param, type);
+    const bool listed = element_ >= 0 && node_.params().at(s.param).isList();
+    return c.param(position_, s.param, type, listed ? element_ : -1);
   }
   if (s.kind == ArgKind::kConstant) {
     c10::Scalar value = constant(arg).toScalar();
@@ -88,7 +114,7 @@ KValue CallArgs::at(LoopContext& c, size_t arg, const std::vector<IxPtr>& index)
     if (value.isBoolean()) return c.ops().constant(value.toBool(), c10::ScalarType::Bool);
     return c.ops().constant(static_cast<double>(value.toLong()), c10::ScalarType::Long);
   }
-  LoopId id = inputs_.at(s.input);
+  LoopId id = *tensor(arg);
   return c.at(id, broadcastIndex(index, loops_[id].sizes));
 }
 

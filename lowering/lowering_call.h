@@ -29,12 +29,16 @@ using ReduceFn = std::function<KValue(LoopContext&, KValue)>;
 /// node and the loop graph are alive.
 class CallArgs {
  public:
-  CallArgs(const LoopGraph& loops, const Node& node, int32_t position, std::vector<LoopId> inputs);
+  /// `element` >= 0 reads the node as its element-th pointwise op: tensor lists give their
+  /// element-th tensor and Scalar[] parameters their element-th scalar (a `_foreach_*` node);
+  /// `extra` are constants for arguments past the node's own (defaults its schema lacks).
+  CallArgs(const LoopGraph& loops, const Node& node, int32_t position, std::vector<LoopId> inputs,
+           int32_t element = -1, std::vector<c10::IValue> extra = {});
 
   const AtenCallAttrs& attrs() const { return node_.aten(); }
   /// The loop node of tensor argument `arg`, or nullopt when it is absent (None).
   std::optional<LoopId> tensor(size_t arg) const;
-  const c10::IValue& constant(size_t arg) const { return attrs().args.at(arg).constant; }
+  const c10::IValue& constant(size_t arg) const;
   bool isNone(size_t arg) const;
   /// A Scalar argument's value when it is a constant, or the first recorded value of a parameter
   /// (only for decisions that the graph hash pins, such as its kind).
@@ -45,22 +49,34 @@ class CallArgs {
   KValue scalar(LoopContext& c, size_t arg, c10::ScalarType dtype) const;
 
  private:
+  /// A parameter's value: its element in element mode when it is a Scalar[].
+  const c10::IValue& paramOf(const ArgSource& source) const;
+
   const LoopGraph& loops_;
   const Node& node_;
   int32_t position_;
   std::vector<LoopId> inputs_;
   std::vector<ArgSource> sources_;
+  int32_t element_;
+  std::vector<c10::IValue> extra_;
 };
 
 class LoweringCall {
  public:
-  LoweringCall(LoopGraph& loops, const Node& node, int32_t position, std::vector<LoopId> inputs);
+  LoweringCall(LoopGraph& loops, const Node& node, int32_t position, std::vector<LoopId> inputs,
+               int32_t element = -1, std::vector<c10::IValue> extra = {});
+
+  /// The call of element `element` of a `_foreach_*` node, as a pointwise op whose arguments
+  /// past the node's own are `extra`. See CallArgs.
+  LoweringCall element(int32_t element, std::vector<c10::IValue> extra) const;
 
   const Node& node() const { return node_; }
   const AtenCallAttrs& attrs() const { return node_.aten(); }
   LoopGraph& loops() { return loops_; }
   const LoopNode& loop(LoopId id) const { return loops_[id]; }
-  const TensorMeta& out(size_t k = 0) const { return attrs().outputs.at(k); }
+  const TensorMeta& out(size_t k = 0) const {
+    return attrs().outputs.at(element_ >= 0 ? static_cast<size_t>(element_) + k : k);
+  }
   /// For closures that read arguments while a kernel is built.
   const std::shared_ptr<const CallArgs>& args() const { return args_; }
 
@@ -90,6 +106,8 @@ class LoweringCall {
   LoopGraph& loops_;
   const Node& node_;
   int32_t position_;
+  std::vector<LoopId> inputs_;
+  int32_t element_;
   std::shared_ptr<const CallArgs> args_;
 };
 

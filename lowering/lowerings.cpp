@@ -80,6 +80,7 @@ bool lowerCall(LoweringCall& call) {
     case OpClass::kView:
     case OpClass::kScatter: return lowerView(call, n.op, n.overload);
     case OpClass::kPointwise:
+      if (startsWith(n.op, "_foreach_")) return lowerForeach(call, n.op, n.overload);
       return lowerPointwise(call, n.op, n.overload) || lowerView(call, n.op, n.overload) ||
              lowerConstant(call, n.op, n.overload);
     case OpClass::kExtern:

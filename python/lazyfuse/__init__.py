@@ -140,12 +140,42 @@ def _patch_tensor_serialization():
     torch.Tensor._reduce_ex_internal = _reduce_ex_internal
 
 
+# Note [Optimizers default to foreach on lazy]
+# torch.optim picks its multi-tensor (`foreach`) implementation by default only on the device
+# types `torch.utils._foreach_utils._get_foreach_kernels_supported_devices()` lists. On lazy,
+# the foreach path records one node per `_foreach_*` op for all parameters together (an Adam
+# step is a handful of nodes, not a dozen per parameter), so we add "lazy" to that list. The
+# modules that imported the function by name (torch.optim.optimizer, swa_utils) get the same
+# wrapper; an explicit `foreach=False` still selects the per-tensor loop.
+_FOREACH_USERS = ("torch.utils._foreach_utils", "torch.optim.optimizer", "torch.optim.swa_utils")
+
+
+def _enable_foreach_optimizers():
+    import importlib
+
+    utils = importlib.import_module("torch.utils._foreach_utils")
+    original = utils._get_foreach_kernels_supported_devices
+    if getattr(original, "_lazyfuse_patched", False):
+        return
+
+    @functools.wraps(original)
+    def supported_devices():
+        return [*original(), "lazy"]
+
+    supported_devices._lazyfuse_patched = True
+    for name in _FOREACH_USERS:
+        module = importlib.import_module(name)
+        if getattr(module, "_get_foreach_kernels_supported_devices", None) is original:
+            module._get_foreach_kernels_supported_devices = supported_devices
+
+
 def _initialize():
     """Loads the library and hooks lazyfuse into torch. Idempotent."""
     _library.load()
     _register_device_module()
     _patch_tensor_numpy()
     _patch_tensor_serialization()
+    _enable_foreach_optimizers()
 
 
 def _torch_is_initializing():

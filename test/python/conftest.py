@@ -19,6 +19,31 @@ def fresh_trace():
     lazyfuse.mark_step()
     lazyfuse.reset_metrics()
     yield
+    if os.environ.get("LAZYFUSE_NVRTC_CHECK"):
+        _check_cuda_renderings()
+
+
+_cuda_checked = {"kernels": 0}
+
+
+def _check_cuda_renderings():
+    """With LAZYFUSE_NVRTC_CHECK=<arch>, every graph the CPU fuses is also rendered as CUDA and
+    compiled by NVRTC (no GPU needed): a test whose kernels do not compile for the GPU fails."""
+    lazyfuse.mark_step()
+    values = lazyfuse.metrics()
+    assert values.get("CudaCheckFailures", 0) == 0, (
+        "a fused graph of this test does not compile as CUDA (see the warning in the log)")
+    _cuda_checked["kernels"] += values.get("CudaKernelsChecked", 0)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("LAZYFUSE_NVRTC_CHECK") and session.testscollected and exitstatus == 0:
+        if _cuda_checked["kernels"] == 0:
+            print("\nLAZYFUSE_NVRTC_CHECK is set but no kernel was compiled as CUDA")
+            session.exitstatus = 1
+        else:
+            print(f"\n{_cuda_checked['kernels']} fused kernels also compiled as CUDA for "
+                  f"sm_{os.environ['LAZYFUSE_NVRTC_CHECK']}")
 
 
 def _drop_last_failure():

@@ -1,6 +1,7 @@
 """Autograd and whole training loops on the lazy device, against the same thing on the CPU."""
 
 import copy
+import importlib
 
 import pytest
 import torch
@@ -327,3 +328,90 @@ def test_optimizer_variants_parity(name, clip):
     torch.testing.assert_close(results[1], results[0])
     for (name_, p_lazy), p_cpu in zip(lazy_model.named_parameters(), cpu_model.parameters()):
         torch.testing.assert_close(p_lazy.detach().cpu(), p_cpu.detach(), msg=name_)
+
+
+# ---- optimizers default to foreach on lazy (Note [Optimizers default to foreach on lazy]) ----
+
+DEFAULT_OPTIMIZERS = {
+    "adam": lambda p, **kw: torch.optim.Adam(p, lr=1e-2, **kw),
+    "adamw": lambda p, **kw: torch.optim.AdamW(p, lr=1e-2, **kw),
+    "sgd_momentum": lambda p, **kw: torch.optim.SGD(p, lr=0.1, momentum=0.9, **kw),
+    "rmsprop": lambda p, **kw: torch.optim.RMSprop(p, lr=1e-2, **kw),
+}
+
+
+def _ops_per_step(make, params, grads, **kw):
+    """OpsRecorded by the third step of an optimizer over lazy copies of `params`."""
+    lazy = [p.detach().to("lazy").requires_grad_(True) for p in params]
+    opt = make(lazy, **kw)
+    for _ in range(3):
+        for p, g in zip(lazy, grads):
+            p.grad = g.to("lazy")
+        lazyfuse.mark_step()
+        lazyfuse.reset_metrics()
+        opt.step()
+        recorded = lazyfuse.metrics()["OpsRecorded"]
+        lazyfuse.mark_step()
+    return recorded, lazy
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULT_OPTIMIZERS))
+def test_optimizers_default_to_foreach_on_lazy(name):
+    make = DEFAULT_OPTIMIZERS[name]
+    torch.manual_seed(0)
+    params = [torch.randn(s, requires_grad=True) for s in [(16, 8), (16,), (4, 16), (4,), (3, 3)]]
+    grads = [torch.randn_like(p) for p in params]
+    lazy_param = params[0].detach().to("lazy")
+    choose = importlib.import_module("torch.optim.optimizer")._default_to_fused_or_foreach
+    assert choose([lazy_param], False) == (False, True)
+    assert choose([params[0]], False) == (False, False)
+    default_ops, lazy = _ops_per_step(make, params, grads)
+    foreach_ops, _ = _ops_per_step(make, params, grads, foreach=True)
+    loop_ops, _ = _ops_per_step(make, params, grads, foreach=False)
+    assert default_ops == foreach_ops
+    # One node per _foreach_* op for all five tensors together, against several per tensor.
+    assert default_ops * 3 <= loop_ops
+    eager = [p.detach().clone().requires_grad_(True) for p in params]
+    opt = make(eager, foreach=True)
+    for _ in range(3):
+        for p, g in zip(eager, grads):
+            p.grad = g.clone()
+        opt.step()
+    for p_lazy, p_eager in zip(lazy, eager):
+        torch.testing.assert_close(p_lazy.detach().cpu(), p_eager.detach())
+
+
+def test_foreach_scalar_lists_are_graph_parameters(counters):
+    """A foreach Adam step divides by per-step bias corrections (a Scalar[] argument): new values
+    must reuse the cached graph, and compute with the new values."""
+    xs = [torch.randn(3, 4), torch.randn(5)]
+    for step, scalars in enumerate(([1.5, -2.0], [0.25, 4.0], [3.0, 0.5])):
+        lazy = [x.to("lazy") for x in xs]
+        lazyfuse.mark_step()
+        before = counters()
+        out = torch._foreach_addcdiv(lazy, lazy, [t.abs() + 1 for t in lazy], scalars)
+        torch._foreach_div_(out, scalars)
+        got = [t.cpu() for t in out]
+        expected = torch._foreach_div(torch._foreach_addcdiv(xs, xs, [t.abs() + 1 for t in xs], scalars),
+                                      scalars)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e)
+        if step > 0:
+            after = counters()
+            assert after["UncachedCompile"] == before["UncachedCompile"]
+            assert after["CachedCompile"] > before["CachedCompile"]
+
+
+@pytest.mark.parametrize("fusion", ["0", "always"])
+def test_efficient_zero_grads_are_real_buffers(fusion, monkeypatch):
+    """Autograd makes sgn's gradient with _efficientzerotensor: a tensor without memory. A lazy
+    buffer must hold real zeros, so a fused kernel can read it and an in-place op can write it."""
+    monkeypatch.setenv("LAZYFUSE_FUSION", fusion)
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    y = x.detach().to("lazy").requires_grad_(True)
+    torch.sgn(x).sum().backward()
+    torch.sgn(y).sum().backward()
+    grad = y.grad.detach()
+    torch.testing.assert_close(grad.cpu(), x.grad)
+    grad.add_(2.0)
+    torch.testing.assert_close((grad * 3).cpu(), (x.grad + 2.0) * 3)

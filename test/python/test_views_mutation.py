@@ -394,17 +394,24 @@ def test_clone_does_not_share():
 
 # ---- view metadata -------------------------------------------------------------------------
 
-VIEW_STRIDES = pytest.mark.xfail(
-    reason="library bug: a lazy view reports contiguous strides and offset 0 (eager: the view's "
-    "real strides), so is_contiguous() differs and .view() on a transposed tensor succeeds",
-    strict=True)
-
-
-@VIEW_STRIDES
+# See Note [View geometry] in backend/lazy_tensor.cpp.
 @pytest.mark.parametrize(
     "make_view",
-    [lambda x: x.t(), lambda x: x[:, ::2], lambda x: x[1:], lambda x: x.unsqueeze(1).expand(4, 3, 5)],
-    ids=["t", "column_step", "rows", "expand"],
+    [
+        lambda x: x.t(),
+        lambda x: x[:, ::2],
+        lambda x: x[1:],
+        lambda x: x.unsqueeze(1).expand(4, 3, 5),
+        lambda x: x[1:][1:].t(),
+        lambda x: x.unbind(1)[2],
+        lambda x: x.diagonal(),
+        lambda x: x[2],
+        lambda x: x.t().t(),
+        lambda x: x.as_strided((2, 2), (1, 5), 3),
+        lambda x: x.view(5, 4).permute(1, 0)[::2],
+    ],
+    ids=["t", "column_step", "rows", "expand", "chained_offset", "unbind", "diagonal", "select",
+         "t_t", "as_strided", "permute_step"],
 )
 def test_view_metadata_like_eager(make_view):
     cpu = base()
@@ -423,9 +430,89 @@ def test_contiguous_tensor_metadata_like_eager():
                                                                 c.is_contiguous())
 
 
-@VIEW_STRIDES
+def _write_through_view_then_view(x):
+    v = x.t()
+    v.add_(1)
+    v[1:].mul_(2)
+    return v
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda x: x.t().add_(1),
+        lambda x: x.t()[0].add_(1),
+        lambda x: x.t().unsqueeze(0)[0].add_(1),
+        lambda x: x.t()[1:].mul_(2),
+        lambda x: x[1:][1:].t().mul_(2),
+        lambda x: x.diagonal().add_(1),
+        lambda x: x.unbind(1)[2].add_(1),
+        lambda x: x.view(20)[3:].view(1, 17).t().add_(1),
+        lambda x: x.permute(1, 0)[::2].mul_(2),
+        lambda x: x.as_strided((2, 2), (1, 5), 3).mul_(2),
+        lambda x: torch.mul(x.t(), 2, out=x.t()),
+        lambda x: x.t().copy_(torch.ones(5, 4, device=x.device)),
+        lambda x: x.t().zero_(),
+        _write_through_view_then_view,
+    ],
+    ids=["t", "t_select", "t_unsqueeze_select", "t_rows", "chained_offset_t", "diagonal",
+         "unbind", "view_slice_view_t", "permute_step", "as_strided", "out_into_view", "copy_",
+         "zero_", "view_of_written_view"],
+)
+def test_view_metadata_after_write_like_eager(write):
+    # A write keeps the geometry of the view it writes and of its base, also once the base's
+    # value is recomputed from the write (the second read, after .cpu()).
+    cpu = base()
+    lazy = cpu.to("lazy").clone()
+    v_cpu, v_lazy = write(cpu), write(lazy)
+    expected = (cpu.stride(), v_cpu.stride(), v_cpu.storage_offset(), v_cpu.is_contiguous())
+    assert (lazy.stride(), v_lazy.stride(), v_lazy.storage_offset(),
+            v_lazy.is_contiguous()) == expected
+    torch.testing.assert_close(lazy.cpu(), cpu)
+    torch.testing.assert_close(v_lazy.cpu(), v_cpu)
+    assert (lazy.stride(), v_lazy.stride(), v_lazy.storage_offset(),
+            v_lazy.is_contiguous()) == expected
+
+
 def test_view_of_transposed_raises_like_eager():
     with pytest.raises(RuntimeError) as eager:
         base().t().view(-1)
     with pytest.raises(type(eager.value)):
         base().to("lazy").t().view(-1)
+
+
+def test_reshape_of_transposed_copies_like_eager():
+    # Not viewable, so eager's reshape copies: writing the result leaves the base alone.
+    def fn(x):
+        r = x.t().reshape(-1)
+        r.add_(1)
+        return r
+
+    assert_mutation_same(fn, base())
+
+
+def test_contiguous_of_transposed_copies_like_eager():
+    def fn(x):
+        c = x.t().contiguous()
+        c.mul_(2)
+        return c
+
+    assert_mutation_same(fn, base())
+
+
+def test_contiguous_view_still_aliases_like_eager():
+    def fn(x):
+        r = x[1:].reshape(-1)
+        r.add_(1)
+        return r
+
+    assert_mutation_same(fn, base())
+
+
+def test_view_values_and_later_ops_unchanged_by_view_metadata():
+    cpu = base()
+    lazy = cpu.to("lazy")
+    makes = (lambda x: x.t() @ x, lambda x: x[:, ::2].sum(0),
+             lambda x: x.t()[1:] * 2 + x[:, 1:].t())
+    for make in makes:
+        torch.testing.assert_close(make(lazy).cpu(), make(cpu))

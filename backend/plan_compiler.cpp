@@ -1,0 +1,216 @@
+#include "backend/plan_compiler.h"
+
+#include "backend/device.h"
+#include "backend/logging.h"
+#include "backend/metrics.h"
+#include "kernels/cpu_codegen.h"
+#include "kernels/cuda_api.h"
+#include "kernels/cuda_codegen.h"
+#include "kernels/cuda_compiler.h"
+#include "lazy_ir/check.h"
+#include "lowering/pipeline.h"
+#include "lowering/print_plan.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+namespace lazyfuse {
+namespace {
+
+// Note [When graphs are fused]
+// Fused kernels run on the hardware device: the CPU through the system C++ compiler, a CUDA GPU
+// through NVRTC and the driver. Without those a graph runs node by node (one warning). The
+// LAZYFUSE_FUSION variable picks when:
+//   auto (default)  graphs whose kernels would touch at least kFuseMinElements elements; a
+//                   smaller graph runs node by node, since compiling it (~0.1-0.5 s) costs more
+//                   than fusion can save on a graph that small
+//   always          every graph (the fusion tests run this way)
+//   0               never
+// It is read at each new graph, so a test can switch it; cached plans keep their decision.
+// LAZYFUSE_NVRTC_CHECK=<arch> (e.g. 90) makes every CPU-fused graph also render its kernels as
+// CUDA and compile them with NVRTC for that architecture, counting CudaCheckFailures: how the
+// test suite proves, without a GPU, that every kernel it generates compiles for the GPU.
+// LAZYFUSE_CUDA_EMULATION=1 runs the CUDA rendering of CPU-fused graphs, instead of the C++
+// one, under the emulation of Note [CUDA emulation]: how the tests check, without a GPU, that
+// the CUDA kernels compute eager's numbers.
+constexpr int64_t kFuseMinElements = 1 << 15;
+
+enum class FusionMode { kOff, kAuto, kAlways };
+
+bool targetAvailable(c10::Device device) {
+  if (device.is_cpu()) {
+    static const bool have_compiler = [] {
+      if (cpuCompilerAvailable()) return true;
+      LF_LOG_WARN("no C++ compiler found (set LAZYFUSE_CXX or CXX): graphs run node by node");
+      return false;
+    }();
+    return have_compiler;
+  }
+  static const bool have_cuda = [] {
+    std::string why;
+    if (!nvrtc(&why) || !cudaDriver(&why)) {
+      LF_LOG_WARN("fused CUDA kernels are not available (", why, "): graphs run node by node");
+      return false;
+    }
+    return true;
+  }();
+  return device.is_cuda() && have_cuda;
+}
+
+FusionMode fusionMode() {
+  const char* env = std::getenv("LAZYFUSE_FUSION");
+  const std::string mode = env ? env : "auto";
+  if (mode == "0" || mode == "off" || !targetAvailable(hardwareDevice())) return FusionMode::kOff;
+  return mode == "always" || mode == "1" ? FusionMode::kAlways : FusionMode::kAuto;
+}
+
+/// Elements the plan's kernels visit, reductions counted in full.
+int64_t kernelWork(const ExecutionPlan& plan) {
+  int64_t work = 0;
+  for (const FusedKernel& k : plan.kernels) work += domainNumel(k.kernel) * workPerPoint(k.kernel);
+  return work;
+}
+
+std::vector<const Kernel*> kernelsOf(const ExecutionPlan& plan) {
+  std::vector<const Kernel*> kernels;
+  for (const FusedKernel& k : plan.kernels) kernels.push_back(&k.kernel);
+  return kernels;
+}
+
+void countCompiled(bool disk_hit, size_t kernels) {
+  (disk_hit ? metrics::kernel_disk_hits : metrics::kernels_compiled)
+      .add(static_cast<int64_t>(kernels));
+}
+
+/// Compiles the plan's kernels as CUDA for LAZYFUSE_NVRTC_CHECK; see Note [When graphs are fused].
+void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
+  static const int arch = [] {
+    const char* env = std::getenv("LAZYFUSE_NVRTC_CHECK");
+    std::string text = env ? env : "";
+    if (text.rfind("sm_", 0) == 0) text = text.substr(3);
+    const int value = text.empty() ? 0 : std::atoi(text.c_str());
+    if (!text.empty() && value <= 0) {
+      LF_LOG_WARN("LAZYFUSE_NVRTC_CHECK must be a compute capability such as 90, got '", text,
+                  "': no check");
+    }
+    return value;
+  }();
+  if (arch <= 0 || plan.kernels.empty()) return;
+  CudaCompileResult result = compileCuda(renderCuda(kernelsOf(plan)).source, arch);
+  if (result.binary) {
+    metrics::cuda_kernels_checked.add(static_cast<int64_t>(plan.kernels.size()));
+    return;
+  }
+  metrics::cuda_check_failures.add();
+  LF_LOG_WARN("kernels of graph 0x", std::hex, graph.hash(), std::dec,
+              " do not compile for CUDA sm_", arch, ": ", result.error);
+}
+
+/// LAZYFUSE_CUDA_EMULATION set to anything but "", "0" or "off".
+bool emulationRequested() {
+  const char* env = std::getenv("LAZYFUSE_CUDA_EMULATION");
+  const std::string value = env ? env : "";
+  return !value.empty() && value != "0" && value != "off";
+}
+
+/// Compiles the plan's kernels for `device`; the error text, or "" on success.
+std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Device device) {
+  std::vector<const Kernel*> kernels = kernelsOf(compiled.plan);
+  if (device.is_cpu() && emulationRequested()) {
+    if (dumpRequested("cuda")) writeDump(graph, "kernels", ".cu", renderCuda(kernels).source);
+    std::string error;
+    bool disk_hit = false;
+    compiled.emulated = compileCudaEmulation(kernels, error, disk_hit);
+    if (!compiled.emulated) return error;
+    countCompiled(disk_hit, kernels.size());
+    checkCudaCompiles(graph, compiled.plan);
+    return "";
+  }
+  if (device.is_cpu()) {
+    const std::string source = renderCpp(kernels);
+    if (dumpRequested("cpp")) writeDump(graph, "kernels", ".cpp", source);
+    std::vector<std::string> names;
+    for (const Kernel* k : kernels) names.push_back(k->name);
+    CpuCompileResult result = compileCpp(source, names);
+    if (!result.module) return result.error;
+    countCompiled(result.disk_hit, kernels.size());
+    compiled.cpu = result.module;
+    compiled.cpu_kernels = result.module->functions;
+    checkCudaCompiles(graph, compiled.plan);
+    return "";
+  }
+  CudaSource source = renderCuda(kernels);
+  if (dumpRequested("cuda")) writeDump(graph, "kernels", ".cu", source.source);
+  try {
+    CudaCompileResult result = compileCuda(source.source, cudaArch(device));
+    if (!result.binary) return result.error;
+    countCompiled(result.disk_hit, kernels.size());
+    compiled.cuda = loadCudaModule(*result.binary, source.kernels, device);
+  } catch (const c10::Error& e) {
+    return std::string("cannot load the compiled kernels: ") + e.what_without_backtrace();
+  }
+  return "";
+}
+
+}  // namespace
+
+KernelLauncher CompiledPlan::launcher() const {
+  if (plan.kernels.empty()) return {};
+  if (cuda) {
+    return [this](size_t index, const Graph& graph, PlanValues& values) {
+      runCudaKernel(plan.kernels[index], *cuda, index, graph, values);
+    };
+  }
+  if (emulated) {
+    return [this](size_t index, const Graph& graph, PlanValues& values) {
+      runEmulatedCudaKernel(plan.kernels[index], *emulated, index, graph, values);
+      metrics::cuda_emulated_launches.add();
+    };
+  }
+  return [this](size_t index, const Graph& graph, PlanValues& values) {
+    runFusedKernel(plan.kernels[index], cpu_kernels.at(index), graph, values);
+  };
+}
+
+std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph) {
+  auto compiled = std::make_shared<CompiledPlan>();
+  const FusionMode mode = fusionMode();
+  compiled->plan = lowerGraph(graph, mode != FusionMode::kOff);
+  if (mode == FusionMode::kAuto && kernelWork(compiled->plan) < kFuseMinElements) {
+    compiled->plan = lowerGraph(graph, /*fuse=*/false);
+  }
+  if (dumpRequested("plan")) writeDump(graph, "plan", ".txt", printPlan(graph, compiled->plan));
+  if (compiled->plan.kernels.empty()) return compiled;
+  const std::string error = compileKernels(graph, *compiled, hardwareDevice());
+  if (error.empty()) return compiled;
+  // Never a wrong result: the graph runs node by node instead. See Note [Kernel IR].
+  LF_LOG_WARN("fused kernels of graph 0x", std::hex, graph.hash(), std::dec,
+              " failed to compile; running it node by node: ", error);
+  metrics::fusion_fallbacks.add();
+  auto fallback = std::make_shared<CompiledPlan>();
+  fallback->plan = lowerGraph(graph, /*fuse=*/false);
+  return fallback;
+}
+
+bool dumpRequested(const char* what) {
+  static const std::string dump = std::getenv("LAZYFUSE_DUMP") ? std::getenv("LAZYFUSE_DUMP") : "";
+  return dump.find(what) != std::string::npos;
+}
+
+void writeDump(const Graph& graph, const char* what, const char* ext, const std::string& text) {
+  const char* dir = std::getenv("LAZYFUSE_DUMP_DIR");
+  std::ostringstream path;
+  path << (dir ? dir : ".") << "/lazyfuse-" << what << "-" << std::hex << std::setw(16)
+       << std::setfill('0') << graph.hash() << ext;
+  std::ofstream out(path.str());
+  if (!out) {
+    LF_LOG_WARN("cannot write the ", what, " dump ", path.str());
+    return;
+  }
+  out << text;
+  LF_LOG_DEBUG("wrote ", path.str());
+}
+
+}  // namespace lazyfuse

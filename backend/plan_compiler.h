@@ -1,0 +1,41 @@
+#pragma once
+
+// From a graph to a runnable plan: lowering (fused or node by node, Note [When graphs are
+// fused]), rendering and compiling the fused kernels for the hardware device (C++ for the CPU,
+// CUDA C++ through NVRTC for a GPU), and the dumps LAZYFUSE_DUMP asks for.
+
+#include "kernels/cpu_compiler.h"
+#include "kernels/cuda_emulation.h"
+#include "kernels/cuda_runner.h"
+#include "kernels/extern_runner.h"
+#include "lazy_ir/graph.h"
+#include "lowering/execution_plan.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lazyfuse {
+
+/// A plan with its fused kernels compiled for one target.
+struct CompiledPlan {
+  ExecutionPlan plan;
+  std::shared_ptr<const CpuModule> cpu;  // CPU target
+  std::vector<CpuKernelFn> cpu_kernels;
+  std::shared_ptr<const CudaModule> cuda;  // CUDA target
+  std::shared_ptr<const CudaEmulatedModule> emulated;  // CUDA target run on the CPU (tests)
+
+  /// Runs fused kernel `index` on the target it was compiled for.
+  KernelLauncher launcher() const;
+};
+
+/// Lowers `graph` and compiles its fused kernels; a compile failure falls back to node-by-node
+/// execution of the graph (logged, counted in FusionFallback), never to a wrong result.
+std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph);
+
+/// True when LAZYFUSE_DUMP names `what` (ir, plan, cpp, cuda).
+bool dumpRequested(const char* what);
+/// Writes `text` to $LAZYFUSE_DUMP_DIR/lazyfuse-<what>-<graph hash><ext>.
+void writeDump(const Graph& graph, const char* what, const char* ext, const std::string& text);
+
+}  // namespace lazyfuse

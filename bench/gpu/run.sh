@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds lazyfuse from source on a GPU machine that has torch 2.11+cu130, cmake, ninja and a C++
+# compiler but no network, then runs the GPU checks, in one call:
+#
+#   bench/gpu/run.sh [tests|bench|opinfo|all] (default: all but opinfo)
+#
+#   tests   C++ tests, then the Python suite with CUDA as the hardware device (lazy vs eager),
+#           every graph fused (LAZYFUSE_FUSION=always) for test_fusion.py and test_cuda.py
+#   bench   bench/gpu_suite.py: W0-W6 on the GPU, lazyfuse vs eager CUDA vs torch.compile
+#   opinfo  PyTorch's OpInfo tests on lazy with CUDA as the hardware device (the ci subset)
+#
+# Needs .gpu-deps/ (bench/gpu/pack_deps.sh, run where the packages are installed) carried along.
+# Logs and results go to $OUT (the device tool's output folder) or /tmp/lazyfuse-gpu.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+MODE=${1:-default}
+OUT=${OUT:-/tmp/lazyfuse-gpu}
+DEPS=$PWD/.gpu-deps
+PY=${PYTHON:-python3}
+BUILD=build-gpu
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 LAZYFUSE_CACHE_DIR=/tmp/lazyfuse-cache
+status=0
+step() {  # step NAME COMMAND...: runs COMMAND, tees its log to $OUT/NAME.log, remembers failure
+  local name=$1
+  shift
+  echo "=== $name: $*"
+  local start=$SECONDS
+  "$@" 2>&1 | tee "$OUT/$name.log" | tail -n 25
+  local rc=${PIPESTATUS[0]}
+  echo "=== $name: exit $rc after $((SECONDS - start)) s"
+  [ "$rc" -eq 0 ] || status=1
+  return "$rc"
+}
+
+[ -d "$DEPS" ] || { echo "missing $DEPS: run bench/gpu/pack_deps.sh and carry .gpu-deps"; exit 2; }
+$PY -m pip install -q --no-index --no-deps --target /tmp/lazyfuse-site "$DEPS"/wheels/*.whl
+export PYTHONPATH=/tmp/lazyfuse-site:$PWD/python
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+
+torch_prefix=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
+step configure cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$torch_prefix" -DLAZYFUSE_SPDLOG_INCLUDE_DIR="$DEPS/include" \
+  -DGTEST_ROOT="$DEPS/gtest" || exit 1
+step build cmake --build $BUILD -j "$(nproc)" || exit 1
+install -D -m 0755 $BUILD/liblazyfuse.so python/lazyfuse/lib/liblazyfuse.so
+# The editable install registers the torch.backends autoload entry point (test_api.py uses it).
+step pip_install $PY -m pip install -q --no-index --no-build-isolation --no-deps -e python
+
+if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
+  step ctest ctest --test-dir $BUILD --output-on-failure -j 8
+  step pytest_cuda $PY -m pytest -q -p no:cacheprovider test/python \
+    --junitxml="$OUT/pytest_cuda.xml"
+  step pytest_cuda_fused env LAZYFUSE_FUSION=always $PY -m pytest -q -p no:cacheprovider \
+    test/python/test_autograd_training.py test/python/test_views_mutation.py
+fi
+if [ "$MODE" = bench ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
+  step bench env LAZYFUSE_BENCH_OUT="$OUT" $PY bench/gpu_suite.py
+  step trace_overhead $PY bench/trace_overhead.py
+  cp bench/results/trace_overhead.* "$OUT"/ 2>/dev/null
+fi
+if [ "$MODE" = opinfo ] || [ "$MODE" = all ]; then
+  step opinfo $PY -m pytest test/opinfo -q -p no:cacheprovider --opinfo-subset=ci
+fi
+exit $status

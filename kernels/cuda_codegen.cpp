@@ -1,0 +1,497 @@
+#include "kernels/cuda_codegen.h"
+
+#include "kernels/detail/cuda_dialect.h"
+#include "kernels/detail/render_text.h"
+#include "lazy_ir/check.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <set>
+
+namespace lazyfuse {
+namespace {
+
+// Note [CUDA kernel structure]
+// Every kernel runs blocks of 256 threads over its points with a grid-stride loop, so the
+// runner may pick any grid (it sizes it from the SM count). A kernel without reductions gives
+// each thread one point; its 4-wide variant gives each thread 4 consecutive points and moves the
+// buffers indexed by the flat point itself (the contiguous ones) with one 4-element load or
+// store. A kernel with reductions gives each point a group of G threads, G = 1, 8, 32 or 256,
+// chosen by the longest reduction: the lanes of a group split each reduction's elements
+// round-robin (consecutive lanes read consecutive elements) and combine them as Note [CUDA
+// prelude] says; lane 0 stores. When the reduced elements are strided and the points
+// contiguous (a reduction over a leading dimension), G = 1 keeps the reads coalesced across
+// threads. Index arithmetic is 32-bit when every index, point and reduced element count stays
+// below 2^30 (and the grid-stride step, which the runner keeps below 2^30, cannot overflow it),
+// else 64-bit.
+
+constexpr int kBlock = 256;
+constexpr int64_t kIndex32Limit = int64_t{1} << 30;
+
+int64_t numel(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t size : sizes) n *= size;
+  return n;
+}
+
+int64_t saturatingAdd(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+
+int64_t saturatingMul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+
+/// The largest value `ix` takes when every variable is at most its bound (operands are
+/// non-negative, Note [Kernel IR], so each operation is monotone in them). `widest` also gets
+/// the largest magnitude of every subexpression: a numerator under `%` or the discarded side of
+/// a min can be far larger than the result, and 32-bit math must hold those too.
+int64_t ixUpperBound(const IxPtr& ix, const std::vector<int64_t>& vmax,
+                     const std::vector<int64_t>& rmax, int64_t& widest) {
+  int64_t a = 0, b = 0, result = 0;
+  if (ix->a) a = ixUpperBound(ix->a, vmax, rmax, widest);
+  if (ix->b) b = ixUpperBound(ix->b, vmax, rmax, widest);
+  switch (ix->op) {
+    case IxOp::kVar: result = vmax.at(ix->value); break;
+    case IxOp::kRVar: result = rmax.at(ix->value); break;
+    case IxOp::kConst: result = ix->value; break;
+    case IxOp::kAdd: result = saturatingAdd(a, b); break;
+    case IxOp::kMul: result = saturatingMul(a, b); break;
+    case IxOp::kDiv: result = a; break;
+    case IxOp::kMod: result = std::min(a, b); break;
+    case IxOp::kMin: result = std::min(a, b); break;
+    case IxOp::kMax: result = std::max(a, b); break;
+  }
+  const int64_t magnitude =
+      result == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max()
+                                                    : std::abs(result);
+  widest = std::max(widest, magnitude);
+  return result;
+}
+
+/// The value of `ix` at the given variables.
+int64_t ixEval(const IxPtr& ix, const std::vector<int64_t>& v, const std::vector<int64_t>& r) {
+  switch (ix->op) {
+    case IxOp::kVar: return v.at(ix->value);
+    case IxOp::kRVar: return r.at(ix->value);
+    case IxOp::kConst: return ix->value;
+    case IxOp::kAdd: return ixEval(ix->a, v, r) + ixEval(ix->b, v, r);
+    case IxOp::kMul: return ixEval(ix->a, v, r) * ixEval(ix->b, v, r);
+    case IxOp::kDiv: return ixEval(ix->a, v, r) / ixEval(ix->b, v, r);
+    case IxOp::kMod: return ixEval(ix->a, v, r) % ixEval(ix->b, v, r);
+    case IxOp::kMin: return std::min(ixEval(ix->a, v, r), ixEval(ix->b, v, r));
+    case IxOp::kMax: return std::max(ixEval(ix->a, v, r), ixEval(ix->b, v, r));
+  }
+  LF_INTERNAL_ASSERT(false, "unknown index op ", static_cast<int>(ix->op));
+}
+
+std::vector<int64_t> lastIndices(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> last;
+  for (int64_t size : sizes) last.push_back(std::max<int64_t>(size - 1, 0));
+  return last;
+}
+
+/// True when 32-bit index arithmetic cannot overflow; see Note [CUDA kernel structure].
+bool fitsIndex32(const Kernel& k) {
+  std::vector<int64_t> vmax = lastIndices(k.domain), rmax;
+  int64_t bound = saturatingMul(domainNumel(k), 4);
+  for (const KReduction& r : k.reductions) {
+    std::vector<int64_t> last = lastIndices(r.sizes);
+    rmax.resize(std::max(rmax.size(), last.size()), 0);
+    for (size_t d = 0; d < last.size(); ++d) rmax[d] = std::max(rmax[d], last[d]);
+    bound = std::max(bound, saturatingAdd(numel(r.sizes), kBlock));
+  }
+  for (const KInstr& instr : k.instrs) {
+    if (instr.index) ixUpperBound(instr.index, vmax, rmax, bound);
+  }
+  for (const KStore& store : k.stores) ixUpperBound(store.index, vmax, rmax, bound);
+  return bound < kIndex32Limit;
+}
+
+/// Whether the reduction's first load walks memory with a stride while neighbouring points are
+/// neighbours in memory (a reduction over a leading dimension).
+bool readsAcrossPoints(const Kernel& k, const KReduction& reduction, int32_t scope) {
+  if (k.domain.empty() || reduction.sizes.empty()) return false;
+  for (const KInstr& instr : k.instrs) {
+    if (instr.scope != scope || instr.op != KOp::kLoad) continue;
+    std::vector<int64_t> v(k.domain.size(), 0), r(reduction.sizes.size(), 0);
+    int64_t base = ixEval(instr.index, v, r);
+    v.back() = k.domain.back() > 1 ? 1 : 0;
+    int64_t point_step = ixEval(instr.index, v, r) - base;
+    v.back() = 0;
+    r.back() = reduction.sizes.back() > 1 ? 1 : 0;
+    int64_t element_step = ixEval(instr.index, v, r) - base;
+    return point_step == 1 && element_step != 1;
+  }
+  return false;
+}
+
+/// Threads per point; see Note [CUDA kernel structure].
+int groupSize(const Kernel& k) {
+  int64_t longest = 0;
+  bool across = false;
+  for (size_t i = 0; i < k.reductions.size(); ++i) {
+    longest = std::max(longest, numel(k.reductions[i].sizes));
+    across = across || readsAcrossPoints(k, k.reductions[i], static_cast<int32_t>(i));
+  }
+  if (longest < 16 || (across && domainNumel(k) >= 2048)) return 1;
+  if (longest < 256) return 8;
+  return longest < 4096 ? 32 : kBlock;
+}
+
+std::string flatIndexText(const std::vector<int64_t>& domain) {
+  std::vector<IxPtr> vars;
+  std::vector<int64_t> strides(domain.size());
+  int64_t stride = 1;
+  for (size_t d = domain.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= domain[d];
+  }
+  for (size_t d = 0; d < domain.size(); ++d) vars.push_back(ixVar(static_cast<int>(d)));
+  return ixText(ixOffset(vars, strides));
+}
+
+class CudaRenderer {
+ public:
+  explicit CudaRenderer(const Kernel& kernel) : k_(kernel) {}
+
+  CudaLaunchShape render(std::string& out) {
+    checkKernel(k_);
+    CudaLaunchShape shape;
+    shape.name = k_.name;
+    shape.points = domainNumel(k_);
+    shape.group = k_.reductions.empty() ? 1 : groupSize(k_);
+    shape.block = kBlock;
+    group_ = shape.group;
+    ix_ = fitsIndex32(k_) ? "int" : "lf_i64";
+    out += signature(k_.name) + "{\n";
+    if (shape.points > 0) out += k_.reductions.empty() ? pointwiseBody() : groupBody();
+    out += "}\n";
+    if (!k_.reductions.empty() || shape.points % 4 != 0) return shape;
+    std::set<int32_t> wide = contiguousBuffers();
+    if (wide.empty()) return shape;
+    shape.vector_name = k_.name + "_v4";
+    shape.vector_buffers.assign(wide.begin(), wide.end());
+    out += "\n" + signature(shape.vector_name) + "{\n" + vectorBody(wide) + "}\n";
+    return shape;
+  }
+
+ private:
+  std::string signature(const std::string& name) const {
+    std::string text = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) +
+                       ") " + name + "(";
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      const KBuffer& buffer = k_.buffers[b];
+      text += std::string(b ? ", " : "") + (buffer.output ? "" : "const ") +
+              detail::cudaStorageType(buffer.dtype) + "* __restrict__ b" + std::to_string(b);
+    }
+    for (size_t p = 0; p < k_.params.size(); ++p) {
+      text += std::string(p || !k_.buffers.empty() ? ", " : "") +
+              (k_.params[p].floating ? "double fp" : "lf_i64 ip") + std::to_string(p);
+    }
+    return text + ") ";
+  }
+
+  std::string pointLoop(const std::string& var, int64_t count, int per_block) const {
+    std::string step = per_block == kBlock ? "threadIdx.x" : "threadIdx.x / " + std::to_string(group_);
+    return "  for (" + ix_ + " " + var + " = (" + ix_ + ")blockIdx.x * " +
+           std::to_string(per_block) + " + " + step + "; " + var + " < " + std::to_string(count) +
+           "; " + var + " += (" + ix_ + ")gridDim.x * " + std::to_string(per_block) + ") {\n";
+  }
+
+  std::string variables(const std::string& indent, const std::string& flat) const {
+    std::vector<bool> vars(k_.domain.size(), false), rvars;
+    for (const KInstr& instr : k_.instrs) {
+      if (instr.scope == -1) ixCollectVars(instr.index, vars, rvars);
+    }
+    for (const KStore& store : k_.stores) ixCollectVars(store.index, vars, rvars);
+    return detail::variableLines(indent, ix_, "v", flat, k_.domain, vars, k_.domain.size());
+  }
+
+  std::string pointwiseBody() {
+    std::string out = pointLoop("p", domainNumel(k_), kBlock) + variables("    ", "p");
+    for (size_t i = 0; i < k_.instrs.size(); ++i) out += "    " + instrLine(i, "") + "\n";
+    for (const KStore& store : k_.stores) {
+      out += "    b" + std::to_string(store.buffer) + "[" + ixText(store.index) +
+             "] = " + storeValue(store) + ";\n";
+    }
+    return out + "  }\n";
+  }
+
+  /// Buffers every access of which is at the flat point index itself.
+  std::set<int32_t> contiguousBuffers() const {
+    const std::string flat = flatIndexText(k_.domain);
+    std::set<int32_t> wide, narrow;
+    auto note = [&](int32_t buffer, const IxPtr& index) {
+      (ixText(index) == flat ? wide : narrow).insert(buffer);
+    };
+    for (const KInstr& instr : k_.instrs) {
+      if (instr.op == KOp::kLoad) note(instr.buffer, instr.index);
+    }
+    for (const KStore& store : k_.stores) note(store.buffer, store.index);
+    for (int32_t b : narrow) wide.erase(b);
+    return wide;
+  }
+
+  std::string vectorBody(const std::set<int32_t>& wide) {
+    std::string out = pointLoop("g", domainNumel(k_) / 4, kBlock) + "    const " + ix_ +
+                      " p0 = g * 4;\n";
+    for (int32_t b : wide) {
+      std::string pack = "lf_pack4<" + std::string(detail::cudaStorageType(k_.buffers[b].dtype)) + ">";
+      std::string name = "w" + std::to_string(b);
+      out += k_.buffers[b].output
+                 ? "    " + pack + " " + name + ";\n"
+                 : "    const " + pack + " " + name + " = *(const " + pack + "*)(b" +
+                       std::to_string(b) + " + p0);\n";
+    }
+    for (int lane = 0; lane < 4; ++lane) {
+      lane_ = lane;
+      wide_ = &wide;
+      out += "    {\n      const " + ix_ + " p = p0 + " + std::to_string(lane) + ";\n" +
+             variables("      ", "p");
+      for (size_t i = 0; i < k_.instrs.size(); ++i) out += "      " + instrLine(i, "") + "\n";
+      for (const KStore& store : k_.stores) {
+        out += "      " + element(store.buffer, store.index) + " = " + storeValue(store) + ";\n";
+      }
+      out += "    }\n";
+    }
+    wide_ = nullptr;
+    for (int32_t b : wide) {
+      if (!k_.buffers[b].output) continue;
+      std::string pack = "lf_pack4<" + std::string(detail::cudaStorageType(k_.buffers[b].dtype)) + ">";
+      out += "    *(" + pack + "*)(b" + std::to_string(b) + " + p0) = w" + std::to_string(b) + ";\n";
+    }
+    return out + "  }\n";
+  }
+
+  /// The loop over points of a group smaller than a warp: the loop runs over warp-wide steps,
+  /// so every lane of a warp takes the same iterations (its shuffles need all 32 lanes); a
+  /// group past the last point recomputes the last one and does not store.
+  std::string subWarpLoop() const {
+    const int64_t n = domainNumel(k_);
+    const std::string per_warp = std::to_string(32 / group_), per_block = std::to_string(kBlock / group_);
+    return "  for (" + ix_ + " pw = (" + ix_ + ")blockIdx.x * " + per_block + " + threadIdx.x / 32 * " +
+           per_warp + "; pw < " + std::to_string(n) + "; pw += (" + ix_ + ")gridDim.x * " +
+           per_block + ") {\n    const " + ix_ + " pg = pw + threadIdx.x % 32 / " +
+           std::to_string(group_) + ";\n    const bool live = pg < " + std::to_string(n) +
+           ";\n    const " + ix_ + " p = live ? pg : " + std::to_string(n - 1) + ";\n";
+  }
+
+  std::string groupBody() {
+    std::string out;
+    if (group_ == kBlock) out += sharedMemory();
+    if (group_ > 1) out += "  const int lane = threadIdx.x % " + std::to_string(group_) + ";\n";
+    out += group_ > 1 && group_ < 32 ? subWarpLoop() : pointLoop("p", domainNumel(k_), kBlock / group_);
+    out += variables("    ", "p");
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      const KInstr& instr = k_.instrs[i];
+      if (instr.scope != -1) continue;
+      if (instr.op == KOp::kReduce) out += reductionLines(static_cast<int32_t>(i));
+      out += "    " + instrLine(i, "") + "\n";
+    }
+    std::string indent = group_ > 1 ? "      " : "    ";
+    if (group_ > 1) out += group_ < 32 ? "    if (lane == 0 && live) {\n" : "    if (lane == 0) {\n";
+    for (const KStore& store : k_.stores) {
+      out += indent + "b" + std::to_string(store.buffer) + "[" + ixText(store.index) +
+             "] = " + storeValue(store) + ";\n";
+    }
+    if (group_ > 1) out += "    }\n";
+    return out + "  }\n";
+  }
+
+  std::string sharedMemory() const {
+    std::string out;
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      const KInstr& instr = k_.instrs[i];
+      if (instr.op != KOp::kReduce) continue;
+      const KReduction& reduction = k_.reductions[instr.ivalue];
+      std::string n = std::to_string(kBlock / 32), at = std::to_string(i);
+      out += "  __shared__ " + std::string(detail::cudaComputeType(accumulatorType(reduction))) +
+             " s" + at + "[" + n + "];\n";
+      if (isArg(reduction)) out += "  __shared__ lf_i64 si" + at + "[" + n + "];\n";
+    }
+    return out;
+  }
+
+  static bool isArg(const KReduction& r) {
+    return r.kind == ReduceKind::kArgMax || r.kind == ReduceKind::kArgMin;
+  }
+
+  c10::ScalarType accumulatorType(const KReduction& r) const {
+    return isArg(r) ? k_.instrs[r.body].dtype : r.dtype;
+  }
+
+  std::string reductionLines(int32_t at) {
+    int32_t k = static_cast<int32_t>(k_.instrs[at].ivalue);
+    const KReduction& reduction = k_.reductions[k];
+    c10::ScalarType acc_type = accumulatorType(reduction);
+    std::string type = detail::cudaComputeType(acc_type);
+    std::string acc = "a" + std::to_string(at), idx = "x" + std::to_string(at);
+    std::string lane = group_ > 1 ? "lane" : "0";
+    std::string out = "    " + type + " " + acc + " = " + initValue(reduction.kind, acc_type) + ";\n";
+    if (isArg(reduction)) out += "    lf_i64 " + idx + " = " + lane + ";\n";
+    int64_t count = numel(reduction.sizes);
+    if (count > 0) {
+      out += "    for (" + ix_ + " q = " + lane + "; q < " + std::to_string(count) + "; q += " +
+             std::to_string(group_) + ") {\n";
+      std::vector<bool> vars(k_.domain.size(), false), rvars(reduction.sizes.size(), false);
+      for (const KInstr& instr : k_.instrs) {
+        if (instr.scope == k) ixCollectVars(instr.index, vars, rvars);
+      }
+      out += detail::variableLines("      ", ix_, "r", "q", reduction.sizes, rvars,
+                                   reduction.sizes.size());
+      for (size_t i = 0; i < k_.instrs.size(); ++i) {
+        if (k_.instrs[i].scope == k) out += "      " + instrLine(i, "") + "\n";
+      }
+      std::string x = "(" + type + ")t" + std::to_string(reduction.body);
+      out += "      " + foldLine(reduction.kind, acc, idx, x) + "\n    }\n";
+    }
+    if (group_ == 1) return out;
+    std::string g = std::to_string(group_), s = "s" + std::to_string(at);
+    if (isArg(reduction)) {
+      std::string max = reduction.kind == ReduceKind::kArgMax ? "true" : "false";
+      return out + "    lf_group_arg<" + g + ">(" + acc + ", " + idx + ", " + max + ", " +
+             (group_ == kBlock ? s + ", si" + std::to_string(at) : "(" + type + "*)0, (lf_i64*)0") +
+             ");\n";
+    }
+    return out + "    " + acc + " = lf_group_reduce<" + opName(reduction.kind) + ", " + g + ">(" +
+           acc + ", " + (group_ == kBlock ? s : "(" + type + "*)0") + ");\n";
+  }
+
+  static const char* opName(ReduceKind kind) {
+    switch (kind) {
+      case ReduceKind::kSum: return "lf_sum";
+      case ReduceKind::kProd: return "lf_prod";
+      case ReduceKind::kMax: return "lf_max";
+      case ReduceKind::kMin: return "lf_min";
+      default: break;
+    }
+    LF_INTERNAL_ASSERT(false, "no group fold for reduction kind ", static_cast<int>(kind));
+  }
+
+  static std::string initValue(ReduceKind kind, c10::ScalarType dtype) {
+    switch (kind) {
+      case ReduceKind::kSum: return detail::cudaLiteral(dtype, 0, 0);
+      case ReduceKind::kProd: return detail::cudaLiteral(dtype, 1, 1);
+      case ReduceKind::kMax:
+      case ReduceKind::kArgMax: return detail::cudaExtremeLiteral(dtype, /*lowest=*/true);
+      case ReduceKind::kMin:
+      case ReduceKind::kArgMin: return detail::cudaExtremeLiteral(dtype, /*lowest=*/false);
+    }
+    LF_INTERNAL_ASSERT(false, "unknown reduction kind ", static_cast<int>(kind));
+  }
+
+  /// One step of a lane's in-order fold; see Note [CUDA prelude].
+  static std::string foldLine(ReduceKind kind, const std::string& acc, const std::string& idx,
+                              const std::string& x) {
+    switch (kind) {
+      case ReduceKind::kSum: return acc + " = lf_sum::f(" + acc + ", " + x + ");";
+      case ReduceKind::kProd: return acc + " = lf_prod::f(" + acc + ", " + x + ");";
+      case ReduceKind::kMax: return acc + " = lf_max::f(" + acc + ", " + x + ");";
+      case ReduceKind::kMin: return acc + " = lf_min::f(" + acc + ", " + x + ");";
+      case ReduceKind::kArgMax:
+      case ReduceKind::kArgMin: {
+        std::string cmp = kind == ReduceKind::kArgMax ? " > " : " < ";
+        return "const bool take = " + acc + " == " + acc + " && (" + x + " != " + x + " || " + x +
+               cmp + acc + ");\n      " + acc + " = take ? " + x + " : " + acc + ";\n      " +
+               idx + " = take ? (lf_i64)q : " + idx + ";";
+      }
+    }
+    LF_INTERNAL_ASSERT(false, "unknown reduction kind ", static_cast<int>(kind));
+  }
+
+  // --- instructions, loads and stores ---
+
+  static std::string t(int32_t i) { return "t" + std::to_string(i); }
+
+  std::string instrLine(size_t i, const std::string&) const {
+    const KInstr& instr = k_.instrs[i];
+    return "const " + std::string(detail::cudaComputeType(instr.dtype)) + " " +
+           t(static_cast<int32_t>(i)) + " = " + instrExpr(instr, static_cast<int32_t>(i)) + ";";
+  }
+
+  std::string instrExpr(const KInstr& instr, int32_t i) const {
+    std::string cast = "(" + std::string(detail::cudaComputeType(instr.dtype)) + ")";
+    switch (instr.op) {
+      case KOp::kLoad: return cast + loadValue(instr);
+      case KOp::kConst: return detail::cudaLiteral(instr.dtype, instr.fvalue, instr.ivalue);
+      case KOp::kParam:
+        return cast + (k_.params[instr.ivalue].floating ? "fp" : "ip") + std::to_string(instr.ivalue);
+      case KOp::kIndex: return cast + "(" + ixText(instr.index) + ")";
+      case KOp::kUnary: return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ")";
+      case KOp::kBinary:
+        return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ", " + t(instr.args[1]) + ")";
+      case KOp::kWhere:
+        return t(instr.args[0]) + " ? " + cast + t(instr.args[1]) + " : " + cast + t(instr.args[2]);
+      case KOp::kCast: return castText(instr.dtype, k_.instrs[instr.args[0]].dtype, t(instr.args[0]));
+      case KOp::kReduce:
+        return cast + (isArg(k_.reductions[instr.ivalue]) ? "x" : "a") + std::to_string(i);
+    }
+    LF_INTERNAL_ASSERT(false, "unknown kernel op ", static_cast<int>(instr.op));
+  }
+
+  /// `value` (of type `from`) converted to `to`. A floating value becomes uint8 through int64,
+  /// as c10's casts do (-1.0 -> 255); a direct conversion would saturate on the GPU.
+  static std::string castText(c10::ScalarType to, c10::ScalarType from, const std::string& value) {
+    const std::string type = detail::cudaComputeType(to);
+    if (to == c10::ScalarType::Byte && c10::isFloatingType(from)) {
+      return "(" + type + ")(lf_i64)" + value;
+    }
+    return "(" + type + ")" + value;
+  }
+
+  /// The element of `buffer` at `index`: a lane of its 4-wide pack in a vector body.
+  std::string element(int32_t buffer, const IxPtr& index) const {
+    if (wide_ && wide_->count(buffer)) {
+      return "w" + std::to_string(buffer) + ".v[" + std::to_string(lane_) + "]";
+    }
+    return "b" + std::to_string(buffer) + "[" + ixText(index) + "]";
+  }
+
+  std::string loadValue(const KInstr& instr) const {
+    std::string e = element(instr.buffer, instr.index);
+    switch (k_.buffers[instr.buffer].dtype) {
+      case c10::ScalarType::Bool: return "(" + e + " != 0)";
+      case c10::ScalarType::Half: return "lf_h2f(" + e + ")";
+      case c10::ScalarType::BFloat16: return "lf_bf16_load(" + e + ")";
+      default: return e;
+    }
+  }
+
+  std::string storeValue(const KStore& store) const {
+    std::string value = t(store.value);
+    switch (k_.buffers[store.buffer].dtype) {
+      case c10::ScalarType::Bool: return "(lf_u8)(" + value + " != 0)";
+      case c10::ScalarType::Half: return "lf_f2h((float)" + value + ")";
+      case c10::ScalarType::BFloat16: return "lf_bf16_store((float)" + value + ")";
+      default: return castText(k_.buffers[store.buffer].dtype, k_.instrs[store.value].dtype, value);
+    }
+  }
+
+  const Kernel& k_;
+  int group_ = 1;
+  std::string ix_ = "lf_i64";
+  int lane_ = 0;
+  const std::set<int32_t>* wide_ = nullptr;
+};
+
+}  // namespace
+
+CudaSource renderCuda(const std::vector<const Kernel*>& kernels) {
+  CudaSource result;
+  result.source = "// codegen version " + std::to_string(kCudaCodegenVersion) + "\n";
+  result.source += detail::cudaPrelude();
+  std::set<std::string> names;
+  for (const Kernel* kernel : kernels) {
+    LF_INTERNAL_ASSERT(kernel, "renderCuda of a null kernel");
+    LF_INTERNAL_ASSERT(names.insert(kernel->name).second, "two kernels named ", kernel->name);
+    result.source += "\n";
+    result.kernels.push_back(CudaRenderer(*kernel).render(result.source));
+  }
+  return result;
+}
+
+}  // namespace lazyfuse

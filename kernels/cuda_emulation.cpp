@@ -1,0 +1,223 @@
+#include "kernels/cuda_emulation.h"
+
+#include "kernels/cuda_runner.h"
+#include "kernels/detail/cuda_dialect.h"
+#include "lazy_ir/check.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <thread>
+
+namespace lazyfuse {
+namespace {
+
+// Note [CUDA emulation]
+// The shim below turns CUDA C++ into host C++: __global__/__device__ vanish, threadIdx and
+// blockIdx are thread-locals, __shared__ arrays become function statics (blocks run one after
+// another, so a static is exactly one block's shared memory), __syncthreads is a barrier of the
+// block's threads, and a warp shuffle writes each lane's value to a slot, waits for the warp,
+// reads the source lane's slot, and waits again. Each block runs with one OS thread per CUDA
+// thread (a pool of threads made once per process, and again in a forked child), so the
+// lock-step the kernels rely on is real synchronization here. That lock-step is an invariant of
+// the renderer: every lane of a group reaches every shuffle (Note [CUDA kernel structure]); a
+// kernel that let part of a warp skip one would deadlock here, and be wrong on a GPU. Grids are kept small (kEmulatedMaxBlocks) so the grid-stride
+// loops are exercised. Launches are serialized: the shim's state is global.
+constexpr int kEmulatedMaxBlocks = 3;
+constexpr unsigned kEmulatedBlock = 256;
+
+const char* const kShim = R"LF(// lazyfuse CUDA emulation shim
+#include <math.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <string.h>
+#define LF_CUDA_EMULATION 1
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static
+struct lf_emu_dim3 { unsigned x, y, z; };
+static thread_local lf_emu_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0};
+static lf_emu_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+static pthread_barrier_t lf_emu_block_barrier, lf_emu_warp_barrier[32];
+static unsigned long long lf_emu_slot[1024];
+static inline void __syncthreads() { pthread_barrier_wait(&lf_emu_block_barrier); }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
+static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
+static inline float lf_emu_h2f(unsigned short h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
+static inline unsigned short lf_emu_f2h(float f) {
+  _Float16 h = (_Float16)f;
+  unsigned short bits;
+  memcpy(&bits, &h, 2);
+  return bits;
+}
+/// Lane `src` of the caller's warp (width-lane segments as CUDA's width argument).
+template <class T> static T lf_emu_exchange(T v, int src) {
+  const unsigned t = threadIdx.x, warp = t / 32;
+  memcpy(&lf_emu_slot[t], &v, sizeof(T));
+  pthread_barrier_wait(&lf_emu_warp_barrier[warp]);
+  T r = v;
+  if (src >= 0 && src < 32) memcpy(&r, &lf_emu_slot[warp * 32 + src], sizeof(T));
+  pthread_barrier_wait(&lf_emu_warp_barrier[warp]);
+  return r;
+}
+template <class T> static T __shfl_down_sync(unsigned, T v, int d) {
+  const int lane = (int)(threadIdx.x % 32);
+  return lf_emu_exchange(v, lane + d < 32 ? lane + d : lane);
+}
+template <class T> static T __shfl_sync(unsigned, T v, int src, int width) {
+  const int lane = (int)(threadIdx.x % 32);
+  return lf_emu_exchange(v, lane / width * width + src % width);
+}
+/// Runs entry(ctx, t) for t < threads on as many threads at once, and returns when all return;
+/// given by lazyfuse (one pool per process, see runEmulatedCudaKernel).
+typedef void (*lf_emu_runner)(unsigned threads, void (*entry)(void*, unsigned), void* ctx);
+static unsigned lf_emu_current_block;
+template <class F> static void lf_emu_launch(lf_emu_runner runner, unsigned grid, unsigned block,
+                                             F body) {
+  gridDim.x = grid;
+  blockDim.x = block;
+  pthread_barrier_init(&lf_emu_block_barrier, 0, block);
+  for (unsigned w = 0; w < block / 32; ++w) pthread_barrier_init(&lf_emu_warp_barrier[w], 0, 32);
+  for (unsigned b = 0; b < grid; ++b) {
+    lf_emu_current_block = b;
+    runner(block, [](void* f, unsigned t) {
+      blockIdx.x = lf_emu_current_block;
+      threadIdx.x = t;
+      (*(F*)f)();
+    }, &body);
+  }
+  pthread_barrier_destroy(&lf_emu_block_barrier);
+  for (unsigned w = 0; w < block / 32; ++w) pthread_barrier_destroy(&lf_emu_warp_barrier[w]);
+}
+)LF";
+
+/// `extern "C" void lf_emu_<name>(unsigned grid, void** args)` calling kernel `name` with the
+/// launch arguments unpacked as cuLaunchKernel would.
+std::string launcher(const Kernel& kernel, const std::string& name, int block) {
+  std::string call = name + "(";
+  size_t arg = 0;
+  for (const KBuffer& buffer : kernel.buffers) {
+    std::string type = std::string(buffer.output ? "" : "const ") +
+                       detail::cudaStorageType(buffer.dtype) + "*";
+    call += std::string(arg ? ", " : "") + "(" + type + ")*(void**)args[" + std::to_string(arg) + "]";
+    ++arg;
+  }
+  for (const KParam& param : kernel.params) {
+    call += std::string(arg ? ", " : "") + (param.floating ? "*(double*)" : "*(lf_i64*)") + "args[" +
+            std::to_string(arg) + "]";
+    ++arg;
+  }
+  return "extern \"C\" void lf_emu_" + name +
+         "(lf_emu_runner runner, unsigned grid, void** args) {\n  lf_emu_launch(runner, grid, " +
+         std::to_string(block) + ", [args] { " + call + "); });\n}\n";
+}
+
+/// The threads emulated blocks run on: made once, reused by every launch (launches are
+/// serialized), each waiting between a start and an end barrier.
+class BlockThreads {
+ public:
+  explicit BlockThreads(unsigned size) : size_(size) {
+    pthread_barrier_init(&start_, nullptr, size + 1);
+    pthread_barrier_init(&end_, nullptr, size + 1);
+    for (unsigned t = 0; t < size; ++t) {
+      std::thread([this, t] { work(t); }).detach();
+    }
+  }
+  /// See lf_emu_runner in the shim.
+  static void run(unsigned threads, void (*entry)(void*, unsigned), void* ctx) {
+    BlockThreads& pool = instance();
+    LF_INTERNAL_ASSERT(threads <= pool.size_, "an emulated block of ", threads, " threads");
+    pool.active_ = threads;
+    pool.entry_ = entry;
+    pool.ctx_ = ctx;
+    pthread_barrier_wait(&pool.start_);
+    pthread_barrier_wait(&pool.end_);
+  }
+  static std::mutex& launchMutex() {
+    static std::mutex* const mutex = new std::mutex();
+    return *mutex;
+  }
+
+ private:
+  /// The pool of this process: a forked child has the parent's pool object but none of its
+  /// threads, so it makes its own (the parent's object is left alone).
+  static BlockThreads& instance() {
+    static BlockThreads* pool = nullptr;
+    static pid_t owner = 0;
+    if (!pool || owner != getpid()) {
+      pool = new BlockThreads(kEmulatedBlock);  // lives with the process
+      owner = getpid();
+    }
+    return *pool;
+  }
+  void work(unsigned t) {
+    for (;;) {
+      pthread_barrier_wait(&start_);
+      if (t < active_) entry_(ctx_, t);
+      pthread_barrier_wait(&end_);
+    }
+  }
+  const unsigned size_;
+  pthread_barrier_t start_, end_;
+  unsigned active_ = 0;
+  void (*entry_)(void*, unsigned) = nullptr;
+  void* ctx_ = nullptr;
+};
+
+}  // namespace
+
+std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
+    const std::vector<const Kernel*>& kernels, std::string& error, bool& disk_hit) {
+  CudaSource rendered = renderCuda(kernels);
+  std::string source = std::string(kShim) + rendered.source + "\n";
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const CudaLaunchShape& shape = rendered.kernels[i];
+    source += launcher(*kernels[i], shape.name, shape.block);
+    names.push_back("lf_emu_" + shape.name);
+    if (shape.vector_name.empty()) continue;
+    source += launcher(*kernels[i], shape.vector_name, shape.block);
+    names.push_back("lf_emu_" + shape.vector_name);
+  }
+  CpuCompileResult compiled = compileCpp(source, names);
+  disk_hit = compiled.disk_hit;
+  if (!compiled.module) {
+    error = compiled.error;
+    return nullptr;
+  }
+  auto module = std::make_shared<CudaEmulatedModule>();
+  module->module = compiled.module;
+  size_t next = 0;
+  for (const CudaLaunchShape& shape : rendered.kernels) {
+    CudaEmulatedKernel k;
+    k.shape = shape;
+    k.function = reinterpret_cast<CudaEmulatedFn>(compiled.module->functions.at(next++));
+    if (!shape.vector_name.empty()) {
+      k.vector_function = reinterpret_cast<CudaEmulatedFn>(compiled.module->functions.at(next++));
+    }
+    module->kernels.push_back(k);
+  }
+  return module;
+}
+
+void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& module,
+                           size_t index, const Graph& graph, PlanValues& values) {
+  const CudaEmulatedKernel& k = module.kernels.at(index);
+  CudaLaunchArgs launch;
+  prepareCudaLaunch(fused, k.shape, k.vector_function != nullptr, graph, values,
+                    c10::Device(c10::DeviceType::CPU), launch);
+  if (launch.points == 0) return;
+  LF_INTERNAL_ASSERT(k.shape.block <= static_cast<int>(kEmulatedBlock), "blocks of ",
+                     k.shape.block, " threads");
+  std::lock_guard<std::mutex> guard(BlockThreads::launchMutex());
+  (launch.vector ? k.vector_function : k.function)(
+      &BlockThreads::run, cudaGridFor(launch.points, k.shape, kEmulatedMaxBlocks),
+      launch.args.data());
+}
+
+}  // namespace lazyfuse

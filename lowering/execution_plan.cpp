@@ -1,0 +1,17 @@
+#include "lowering/execution_plan.h"
+
+#include "lazy_ir/check.h"
+
+namespace lazyfuse {
+
+c10::Scalar paramValue(const Graph& graph, const ParamBinding& binding) {
+  const c10::IValue& v = graph.nodes().at(binding.position)->params().at(binding.index);
+  if (binding.element >= 0) {
+    LF_INTERNAL_ASSERT(v.isList() && static_cast<size_t>(binding.element) < v.toListRef().size(),
+                       "parameter ", binding.index, " has no element ", binding.element);
+    return v.toListRef()[binding.element].toScalar();
+  }
+  return v.isTensor() ? v.toTensor().item() : v.toScalar();
+}
+
+}  // namespace lazyfuse

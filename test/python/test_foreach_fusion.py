@@ -1,0 +1,118 @@
+"""`_foreach_*` ops lowered per element (Note [Foreach lowering]): against eager, fused into one
+kernel per tensor, with Scalar[] arguments as graph parameters."""
+
+import pytest
+import torch
+
+import lazyfuse
+
+from helpers import to_lazy
+
+
+@pytest.fixture(autouse=True)
+def always_fuse(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_FUSION", "always")
+
+
+def tensors(dtypes=(torch.float32, torch.float64, torch.bfloat16), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(7, 5), (13,), (2, 3, 4)]
+    return [torch.randn(s, generator=g).to(d) for s, d in zip(shapes, dtypes)]
+
+
+CASES = {
+    "add_list_alpha": lambda a, b: torch._foreach_add(a, b, alpha=-0.5),
+    "sub_scalar": lambda a, b: torch._foreach_sub(a, 1.5),
+    "mul_scalar_list": lambda a, b: torch._foreach_mul(a, [2.0, -1.0, 0.5]),
+    "div_list": lambda a, b: torch._foreach_div(a, torch._foreach_add(b, 3.0)),
+    "maximum_list": lambda a, b: torch._foreach_maximum(a, b),
+    "clamp_min_scalar": lambda a, b: torch._foreach_clamp_min(a, 0.1),
+    "pow_scalar": lambda a, b: torch._foreach_pow(torch._foreach_abs(a), 1.5),
+    "lerp_scalar": lambda a, b: torch._foreach_lerp(a, b, 0.25),
+    "addcmul_scalar": lambda a, b: torch._foreach_addcmul(a, a, b, value=0.5),
+    "addcdiv_scalar_list": lambda a, b: torch._foreach_addcdiv(
+        a, a, torch._foreach_add(torch._foreach_abs(b), 1.0), [0.1, -2.0, 3.0]),
+    "unary_chain": lambda a, b: torch._foreach_sqrt(torch._foreach_exp(torch._foreach_neg(a))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_foreach_ops_like_eager(name):
+    a, b = tensors(), tensors(seed=1)
+    expected = CASES[name](a, b)
+    lazyfuse.reset_metrics()
+    got = [t.cpu() for t in CASES[name](to_lazy(a), to_lazy(b))]
+    counters = lazyfuse.metrics()
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, equal_nan=True)
+    # Every foreach op was fused: one kernel per tensor, no ATen call for any _foreach_ op.
+    assert counters.get("KernelsLaunched", 0) == len(a)
+    assert not any(k.startswith("aten::_foreach") for k in counters)
+
+
+def test_adam_step_is_one_kernel_per_parameter():
+    torch.manual_seed(0)
+    params = [torch.randn(s, requires_grad=True) for s in [(16, 8), (16,), (4, 16), (4,)]]
+    lazy = [p.detach().to("lazy").requires_grad_(True) for p in params]
+    opts = torch.optim.Adam(params, lr=1e-2, foreach=True), torch.optim.Adam(lazy, lr=1e-2)
+    for step in range(3):
+        for p, q in zip(params, lazy):
+            p.grad = torch.randn_like(p)
+            q.grad = p.grad.to("lazy")
+        opts[0].step()
+        lazyfuse.mark_step()
+        lazyfuse.reset_metrics()
+        opts[1].step()
+        lazyfuse.mark_step()
+        counters = lazyfuse.metrics()
+        if step > 0:
+            assert counters["KernelsLaunched"] == len(params)
+        if step > 1:  # the first step also creates the state; later ones are the same graph
+            assert counters["CachedCompile"] == 1 and counters.get("UncachedCompile", 0) == 0
+    for p, q in zip(params, lazy):
+        torch.testing.assert_close(q.detach().cpu(), p.detach())
+
+
+def test_tensor_overload_stays_an_aten_call():
+    a = tensors()
+    expected = torch._foreach_mul(a, torch.tensor(3.0))
+    lazyfuse.reset_metrics()
+    got = [t.cpu() for t in torch._foreach_mul(to_lazy(a), torch.tensor(3.0).to("lazy"))]
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+    assert lazyfuse.metrics().get("KernelsLaunched", 0) == 0
+
+
+@pytest.mark.parametrize("fusion", ["0", "always"])
+def test_scalar_list_entry_kinds_are_part_of_the_graph(fusion, monkeypatch):
+    """The entries of a Scalar[] are parameters, but an int entry and a float entry make
+    different graphs (output dtype, kernel code), as eager's type promotion says."""
+    monkeypatch.setenv("LAZYFUSE_FUSION", fusion)
+    floats, ints = tensors(), [torch.arange(5), torch.arange(3) - 1, torch.arange(4) * 3]
+    for xs in (floats, ints):
+        for scalars in ([2, 3, 4], [2.5, 0.5, 1.5], [1, 2.5, True], [True, False, True]):
+            expected = torch._foreach_add(xs, scalars)
+            got = [t.cpu() for t in torch._foreach_add(to_lazy(xs), scalars)]
+            for g, e in zip(got, expected):
+                assert g.dtype == e.dtype
+                torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("name", ["RAdam", "Adagrad"])
+def test_optimizers_with_a_tensor_lr(name):
+    """With a tensor lr, foreach optimizers put 0-dim CPU tensors in Tensor[] arguments, which
+    eager's foreach kernels accept next to device tensors."""
+    torch.manual_seed(0)
+    params = [torch.randn(s, requires_grad=True) for s in [(6, 4), (6,)]]
+    lazy = [p.detach().to("lazy").requires_grad_(True) for p in params]
+    make = getattr(torch.optim, name)
+    opts = make(params, lr=torch.tensor(0.01), foreach=True), make(lazy, lr=torch.tensor(0.01))
+    for _ in range(3):
+        for p, q in zip(params, lazy):
+            p.grad = torch.randn_like(p)
+            q.grad = p.grad.to("lazy")
+        opts[0].step()
+        opts[1].step()
+        lazyfuse.mark_step()
+    for p, q in zip(params, lazy):
+        torch.testing.assert_close(q.detach().cpu(), p.detach())
