@@ -152,9 +152,15 @@ def main():
         print(json.dumps(warm_compile_times(args.quick)))
         return
     os.environ.setdefault("LAZYFUSE_FUSION", "always")
+    # Other work on the machine moves eager's times far more than the fused kernels' (its
+    # threads wait for each other): the load average says how far to trust a ratio.
+    load_before = os.getloadavg()[0]
     print(f"lazyfuse {lazyfuse.__version__} on {lazyfuse.hardware_device()}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+          f"{torch.get_num_threads()} threads, {os.cpu_count()} cpus, "
+          f"{platform.processor() or platform.machine()}, load average {load_before:.1f}")
     rows = measure(args.quick)
+    load_after = os.getloadavg()[0]
+    print(f"load average {load_after:.1f} after the run")
     cmd = [sys.executable, __file__, "--warm-only"] + (["--quick"] if args.quick else [])
     warm = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                      env=dict(os.environ)).stdout.strip().splitlines()[-1])
@@ -164,7 +170,8 @@ def main():
               f"{row['compile_warm_s']:.3f} s")
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "torch": torch.__version__, "threads": torch.get_num_threads(), "rows": rows}
+              "torch": torch.__version__, "threads": torch.get_num_threads(),
+              "cpus": os.cpu_count(), "load_average": [load_before, load_after], "rows": rows}
     (args.out / "fusion_cpu.json").write_text(json.dumps(result, indent=1))
     try:
         import matplotlib

@@ -35,8 +35,15 @@ std::string floatLiteral(double value) {
 // either side is NaN (else std::max/std::min, which keep the left operand on ties); remainder
 // takes the sign of the divisor as at::remainder does; round is nearbyint (half to even under
 // the default rounding mode); sign(NaN) is 0 as in ATen; integer pow squares, and a negative
-// exponent gives 1, -1 or 0 the way ATen's pow_impl does. Every integer result is cast back to
-// its type, and the code is built with -fwrapv, so integer arithmetic wraps as eager's does.
+// exponent gives 1, -1 or 0 the way ATen's pow_impl does. A floating pow whose exponent is the
+// same for the whole loop (a Scalar) is lf_pow_uniform: like ATen's pow_tensor_scalar kernel it
+// computes the exponents 2, 3, 0.5, -0.5, -1 and -2 by multiplication, sqrt and division, which
+// is also what makes it fast (the compiler unswitches the loop on the exponent and vectorizes
+// each version; powf through libmvec costs some 10 ns an element). Every integer result is cast
+// back to its type, and the code is built with -fwrapv, so integer arithmetic wraps as eager's
+// does.
+// lf_max and lf_min are the OpenMP reductions a vectorized floating max/min loop combines its
+// lanes with: they keep a NaN, as the fold itself does, where OpenMP's max would drop it.
 // Bool buffers are bytes read with `!= 0`; Half is _Float16; BFloat16 is its 16 bits, loaded by
 // a shift and stored with c10::BFloat16's round to nearest even (NaN stays NaN).
 const char* const kCpuPrelude = R"LF(// lazyfuse CPU kernels
@@ -131,6 +138,23 @@ template <class T> static inline T lf_pow(T a, T b) {
   return (T)r;
 }
 LF_FLOAT2(pow, pow)
+#define LF_POW_UNIFORM(T, pw, root) \
+  static inline T lf_pow_uniform(T a, T b) { \
+    if (b == (T)2) return a * a; \
+    if (b == (T)3) return a * a * a; \
+    if (b == (T)0.5) return root(a); \
+    if (b == (T)-0.5) return (T)1 / root(a); \
+    if (b == (T)-1) return (T)1 / a; \
+    if (b == (T)-2) return (T)1 / (a * a); \
+    return pw(a, b); \
+  }
+LF_POW_UNIFORM(float, powf, sqrtf) LF_POW_UNIFORM(double, pow, sqrt)
+#pragma omp declare reduction(lf_max : float, double : \
+    omp_out = (omp_in != omp_in || omp_in > omp_out) ? omp_in : omp_out) \
+    initializer(omp_priv = -__builtin_inf())
+#pragma omp declare reduction(lf_min : float, double : \
+    omp_out = (omp_in != omp_in || omp_in < omp_out) ? omp_in : omp_out) \
+    initializer(omp_priv = __builtin_inf())
 static inline float lf_remainder(float a, float b) {
   float m = fmodf(a, b);
   return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;

@@ -32,6 +32,15 @@ std::vector<IxPtr> KernelBuilder::identityIndex() const {
   return index;
 }
 
+bool KernelBuilder::isIdentity(const std::vector<IxPtr>& index) const {
+  const std::vector<IxPtr> identity = identityIndex();
+  if (index.size() != identity.size()) return false;
+  for (size_t d = 0; d < index.size(); ++d) {
+    if (ixText(index[d]) != ixText(identity[d])) return false;
+  }
+  return true;
+}
+
 int32_t KernelBuilder::addBuffer(c10::ScalarType dtype, bool output) {
   kernel_.buffers.push_back(KBuffer{dtype, output});
   return static_cast<int32_t>(kernel_.buffers.size() - 1);

@@ -26,6 +26,8 @@ class KernelBuilder {
   const std::vector<int64_t>& domain() const { return kernel_.domain; }
   /// v0.. for the domain's dimensions, constant 0 where a dimension has size 1.
   std::vector<IxPtr> identityIndex() const;
+  /// Whether `index` is identityIndex(), expression by expression.
+  bool isIdentity(const std::vector<IxPtr>& index) const;
 
   int32_t addBuffer(c10::ScalarType dtype, bool output);
   int32_t addParam(bool floating);

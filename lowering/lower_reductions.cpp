@@ -4,6 +4,8 @@
 #include "lowering/lower_ops.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 namespace lazyfuse {
 namespace {
@@ -44,6 +46,61 @@ ScalarType accumulator(ScalarType dtype) {
 
 V castIn(LoopContext& c, V v, ScalarType t) { return c.ops().cast(v, t); }
 
+// Note [Split full reductions]
+// A reduction to a single value is a kernel of one point, and a point runs on one thread. A
+// large one is computed in two steps instead: partial results over the leading dimensions (one
+// point each, so the points split across threads; a 1-d input is viewed as [parts, n / parts]
+// when some parts count in [kMinParts, kMaxParts] divides n), then the fold of the partials,
+// which is small. Sums and products keep their accumulator type for the partials; max and min
+// are exact in any order. argmax/argmin stay whole (the partials would need their indices).
+constexpr int64_t kSplitMinElements = int64_t{1} << 16;
+constexpr int64_t kMinParts = 64;
+constexpr int64_t kMaxParts = 1024;
+
+/// The partials' source for a split of `input` (sizes `sizes`), and how many leading dimensions
+/// of that source the partials keep; nullopt when it does not split.
+std::optional<std::pair<LoopId, size_t>> splitSource(LoweringCall& call, LoopId input,
+                                                     const std::vector<int64_t>& sizes) {
+  size_t lead = 0;
+  int64_t parts = 1;
+  while (lead + 1 < sizes.size() && parts < kMinParts) parts *= sizes[lead++];
+  if (parts >= kMinParts) return std::make_pair(input, lead);
+  if (sizes.size() != 1) return std::nullopt;
+  const int64_t n = sizes[0];
+  for (int64_t p = kMaxParts; p >= kMinParts; --p) {
+    if (n % p != 0) continue;
+    const int64_t chunk = n / p;
+    LoopId view = call.view(input, {p, chunk}, [chunk](const std::vector<IxPtr>& index) {
+      return std::vector<IxPtr>{ixAdd(ixMul(index[0], ixConst(chunk)), index[1])};
+    });
+    return std::make_pair(view, size_t{1});
+  }
+  return std::nullopt;
+}
+
+/// call.reduce, in two steps when it folds a large input to a single value; see
+/// Note [Split full reductions].
+LoopId reduceMaybeSplit(LoweringCall& call, LoopId input, const std::vector<int64_t>& dims,
+                        bool keepdim, ReduceKind kind, ScalarType acc, ScalarType dtype,
+                        ReduceFn pre, ReduceFn post) {
+  const std::vector<int64_t> sizes = call.loop(input).sizes;
+  const bool arg = kind == ReduceKind::kArgMax || kind == ReduceKind::kArgMin;
+  std::optional<std::pair<LoopId, size_t>> split;
+  if (!arg && dims.size() == sizes.size() && reducedCount(sizes, dims) >= kSplitMinElements) {
+    split = splitSource(call, input, sizes);
+  }
+  if (!split) return call.reduce(input, dims, keepdim, kind, acc, dtype, pre, post);
+  auto [source, lead] = *split;
+  const size_t rank = call.loop(source).sizes.size();
+  // A view changes the rank: its partials drop the reduced dimension, and the fold then has the
+  // input's rank (1) when keepdim.
+  const bool partial_keepdim = keepdim && source == input;
+  std::vector<int64_t> inner, outer;
+  for (size_t d = 0; d < rank; ++d) (d < lead ? outer : inner).push_back(static_cast<int64_t>(d));
+  LoopId partials = call.reduce(source, inner, partial_keepdim, kind, acc, acc, pre, nullptr);
+  return call.reduce(partials, outer, keepdim, kind, acc, dtype, nullptr, post);
+}
+
 bool lowerSumLike(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim_arg,
                   std::optional<size_t> keep_arg, bool mean) {
   const ScalarType out = call.out().dtype;
@@ -58,7 +115,8 @@ bool lowerSumLike(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim
       return c.ops().binary("div", s, c.ops().constant(count, c.ops().dtypeOf(s)));
     };
   }
-  call.outputs = {call.reduce(*call.tensor(0), dims, keepdim, kind, acc, out, pre, post)};
+  call.outputs = {
+      reduceMaybeSplit(call, *call.tensor(0), dims, keepdim, kind, acc, out, pre, post)};
   return true;
 }
 
@@ -67,7 +125,8 @@ bool lowerMinMax(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim_
   std::vector<int64_t> dims = reducedDims(call, dim_arg);
   const bool keepdim = keep_arg && call.constant(*keep_arg).toBool();
   const ScalarType t = computeType(input(call).dtype);
-  call.outputs = {call.reduce(*call.tensor(0), dims, keepdim, kind, t, call.out().dtype)};
+  call.outputs = {reduceMaybeSplit(call, *call.tensor(0), dims, keepdim, kind, t, call.out().dtype,
+                                   nullptr, nullptr)};
   return true;
 }
 
@@ -78,7 +137,7 @@ bool lowerVariance(LoweringCall& call, bool is_std) {
   const bool keepdim = call.constant(3).toBool();
   const double n = static_cast<double>(reducedCount(input(call).sizes, dims));
   const ScalarType acc = ScalarType::Double;
-  LoopId mean = call.reduce(x, dims, /*keepdim=*/true, ReduceKind::kSum, acc, acc,
+  LoopId mean = reduceMaybeSplit(call, x, dims, /*keepdim=*/true, ReduceKind::kSum, acc, acc,
                             [acc](LoopContext& c, V v) { return castIn(c, v, acc); },
                             [n](LoopContext& c, V s) { return c.ops().binary("div", s, c.ops().constant(n, ScalarType::Double)); });
   std::vector<int64_t> sizes = input(call).sizes;
@@ -94,7 +153,8 @@ bool lowerVariance(LoweringCall& call, bool is_std) {
     V var = o.binary("div", s, denom);
     return is_std ? o.unary("sqrt", var) : var;
   };
-  call.outputs = {call.reduce(sq, dims, keepdim, ReduceKind::kSum, acc, call.out().dtype, nullptr, post)};
+  call.outputs = {reduceMaybeSplit(call, sq, dims, keepdim, ReduceKind::kSum, acc,
+                                   call.out().dtype, nullptr, post)};
   return true;
 }
 

@@ -3,13 +3,18 @@
 //    step whose outputs are buffers.
 // 2. Realize: a loop node is written to memory when it is a graph output, feeds an extern step,
 //    is a reduction, or is used by several consumers that cannot share one kernel with it
-//    (a reduction, or a consumer of other sizes). Everything else is inlined into its users;
-//    views are always inlined (recomputing an index is free).
+//    (a consumer of other sizes, or a reduction unless the node is a short pointwise expression,
+//    which is cheaper to recompute in each kernel than to store). Everything else is inlined
+//    into its users; views are always inlined (recomputing an index is free).
 // 3. Group: realized nodes are visited in graph order; each joins the first kernel of the same
-//    domain (its sizes) whose step comes after everything it reads, or whose members it reads at
-//    its own index (a fused epilogue); otherwise it opens a new kernel step. Extern steps keep
-//    graph order. Every node is visited once and every edge a bounded number of times per
-//    realized node, so this is near-linear in graph size.
+//    domain (its sizes) whose step comes after everything it reads, except members it reads at
+//    exactly its own index (a fused epilogue, or a reduction whose loop uses an earlier
+//    reduction of the same row: softmax's max and sum share one kernel, and the second loop
+//    reads the row from cache); otherwise it opens a new kernel step. Which reads are at the
+//    node's own index is decided on the index expressions, by building the node's body once
+//    (ReadProbe). Extern steps keep graph order. Every node is visited once and every edge a
+//    bounded number of times per realized node, so this is near-linear in graph size (each
+//    kernel body is built twice: once by the probe, once to emit it).
 // 4. Emit: each kernel is built by running its members' lowerings at the identity index.
 #include "lowering/passes.h"
 
@@ -17,6 +22,7 @@
 #include "lowering/lowerings.h"
 #include "lazy_ir/check.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 namespace lazyfuse {
@@ -50,6 +56,48 @@ bool lowerable(const Graph& graph, uint32_t position) {
   }
   return true;
 }
+
+/// Builds a realized node's kernel body at its own index (as the emitter will) only to record
+/// which realized nodes it reads, and whether each read is at exactly that index: the index
+/// expressions themselves decide, so a reduction that reads a same-domain node at its own row
+/// from inside its loop (softmax's sum reading the max) may share that node's kernel.
+class ReadProbe final : public LoopContext {
+ public:
+  ReadProbe(const Partition& p, std::vector<int64_t> domain) : p_(p), builder_(std::move(domain)) {}
+
+  KernelBuilder& ops() override { return builder_; }
+
+  KValue at(LoopId id, const std::vector<IxPtr>& index) override {
+    if (p_.realized[id]) {
+      reads_.push_back({id, builder_.isIdentity(index)});
+      // A stand-in load at an offset that uses the same variables, so scopes come out right.
+      std::vector<int64_t> ones(index.size(), 1);
+      const int32_t buffer = builder_.addBuffer(p_.loops[id].dtype, /*output=*/false);
+      return builder_.load(buffer, ixOffset(index, ones));
+    }
+    std::string key = std::to_string(id) + "@" + std::to_string(builder_.scope());
+    for (const IxPtr& ix : index) key += "|" + ixText(ix);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    KValue v = p_.loops[id].compute(*this, index);
+    memo_.emplace(std::move(key), v);
+    return v;
+  }
+
+  KValue param(int32_t, int32_t, c10::ScalarType dtype, int32_t) override {
+    const bool floating = c10::isFloatingType(dtype);
+    return builder_.param(builder_.addParam(floating),
+                          floating ? c10::ScalarType::Double : c10::ScalarType::Long);
+  }
+
+  std::vector<std::pair<LoopId, bool>> takeReads() { return std::move(reads_); }
+
+ private:
+  const Partition& p_;
+  KernelBuilder builder_;
+  std::vector<std::pair<LoopId, bool>> reads_;
+  std::unordered_map<std::string, KValue> memo_;
+};
 
 class Partitioner {
  public:
@@ -211,9 +259,30 @@ class Partitioner {
     if (through_view) return true;
     for (LoopId u : consumers) {
       const LoopNode& user = p_.loops[u];
+      if (user.kind == LoopNode::kReduce && cheapToRecompute(id)) continue;
       if (user.kind != LoopNode::kCompute || user.sizes != p_.loops[id].sizes) return true;
     }
     return false;
+  }
+
+  /// Whether `id` is a short pointwise expression: recomputing it inside a reduction's loop and
+  /// again in the kernel of its other consumers costs less than writing it to memory and reading
+  /// it back (softmax's exp(x - max), layer norm backward's dy * weight).
+  bool cheapToRecompute(LoopId id) const {
+    constexpr int kMaxOps = 8;
+    int ops = 0;
+    std::vector<LoopId> stack = {id};
+    std::unordered_set<LoopId> seen;
+    while (!stack.empty()) {
+      LoopId n = stack.back();
+      stack.pop_back();
+      const LoopNode& node = p_.loops[n];
+      const bool in_memory = node.kind != LoopNode::kCompute || (n != id && p_.realized[n]);
+      if (in_memory || !seen.insert(n).second) continue;
+      if (!node.is_view && ++ops > kMaxOps) return false;
+      stack.insert(stack.end(), node.inputs.begin(), node.inputs.end());
+    }
+    return true;
   }
 
   /// Realized nodes a node reads, each with whether every read is at the node's own index.
@@ -229,25 +298,9 @@ class Partitioner {
 };
 
 void Partitioner::collectReads(LoopId id, Reads& reads) const {
-  const LoopNode& root = p_.loops[id];
-  std::vector<std::pair<LoopId, bool>> stack;
-  const bool root_identity = root.kind == LoopNode::kCompute && !root.remaps;
-  for (LoopId in : root.inputs) stack.push_back({in, root_identity && p_.loops[in].sizes == root.sizes});
-  // Each (node, identity) pair once: inlined diamonds would otherwise be walked once per path.
-  std::unordered_set<int64_t> seen;
-  while (!stack.empty()) {
-    auto [node_id, identity] = stack.back();
-    stack.pop_back();
-    if (!seen.insert(int64_t{node_id} * 2 + identity).second) continue;
-    if (p_.realized[node_id]) {
-      reads.push_back({node_id, identity});
-      continue;
-    }
-    const LoopNode& node = p_.loops[node_id];
-    for (LoopId in : node.inputs) {
-      stack.push_back({in, identity && !node.remaps && p_.loops[in].sizes == root.sizes});
-    }
-  }
+  ReadProbe probe(p_, p_.loops[id].sizes);
+  p_.loops[id].compute(probe, probe.ops().identityIndex());
+  reads = probe.takeReads();
 }
 
 bool Partitioner::canJoin(const Reads& reads, const KernelGroup& g, int32_t gid) const {

@@ -361,6 +361,11 @@ TEST_F(CpuCodegenTest, ReductionOverTwoDimsIntoAScalarWithParams) {
   int32_t total =
       b.fn("add", ScalarType::Double, {b.op(KOp::kCast, ScalarType::Double, {sum}), offset});
   b.store(total, out, ixConst(0));
+  // A loop per reduced dimension (Note [CPU loop structure]): no division by the inner size.
+  const std::string source = renderCpp({&b.k});
+  EXPECT_NE(source.find("for (lf_i64 r0 = 0; r0 < 3; ++r0)"), std::string::npos) << source;
+  EXPECT_NE(source.find("for (lf_i64 r1 = 0; r1 < 4; ++r1)"), std::string::npos) << source;
+  EXPECT_EQ(source.find("% 4"), std::string::npos) << source;
   CpuKernelFn fn = compile(b.k);
   ASSERT_TRUE(fn);
   std::vector<int8_t> values(12);
@@ -377,6 +382,31 @@ TEST_F(CpuCodegenTest, ReductionOverTwoDimsIntoAScalarWithParams) {
   iparams[0] = -1;
   fn(0, 1, buffers, iparams, fparams);
   EXPECT_EQ(result, static_cast<double>(-expected) + 0.25);
+}
+
+TEST_F(CpuCodegenTest, ColumnSumFoldsSegmentsOfPoints) {
+  // out[c] = sum over r of x[r, c] for x [9, 70]: the loads use the point variable v0, so the
+  // kernel is a segment loop (Note [CPU loop structure]); run split at a point inside a segment.
+  Builder b("column_sum", {70});
+  int32_t in = b.buffer(ScalarType::Float, false), out = b.buffer(ScalarType::Float, true);
+  int32_t x = b.load(in, ScalarType::Float, ixOffset({ixRVar(0), v(0)}, {70, 1}), 0);
+  int32_t wide = b.op(KOp::kCast, ScalarType::Double, {x}, 0, /*scope=*/0);
+  int32_t sum = b.reduce(ReduceKind::kSum, {9}, wide, ScalarType::Double);
+  b.store(b.op(KOp::kCast, ScalarType::Float, {sum}), out, v(0));
+  const std::string source = renderCpp({&b.k});
+  EXPECT_NE(source.find("for (lf_i64 s = 0; s < n; ++s)"), std::string::npos) << source;
+  CpuKernelFn fn = compile(b.k);
+  ASSERT_TRUE(fn);
+  std::vector<float> values(9 * 70), result(70, -1);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 13) - 6;
+  void* buffers[] = {values.data(), result.data()};
+  fn(0, 30, buffers, nullptr, nullptr);
+  fn(30, 70, buffers, nullptr, nullptr);
+  for (int c = 0; c < 70; ++c) {
+    float expected = 0;
+    for (int r = 0; r < 9; ++r) expected += values[r * 70 + c];
+    EXPECT_EQ(result[c], expected) << c;
+  }
 }
 
 TEST_F(CpuCodegenTest, WhereCastAndIndex) {

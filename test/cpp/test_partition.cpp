@@ -367,13 +367,42 @@ TEST(PartitionTest, SoftmaxIsRowReductionsThenTheOutputWithNoFullSizeTemporary) 
 
 // The max and the sum of exp(x - max) are both over rows and the sum reads the max only at its
 // own row: they fit one kernel (an instruction of a reduction's scope may use earlier
-// outer-scope values, Note [Kernel IR]). The partitioner keeps them apart because canJoin never
-// lets a reduction read a member of its own group (collectReads starts a kReduce root
-// non-identity), so softmax is 3 kernels. Enable once that is fixed.
-TEST(PartitionTest, DISABLED_SoftmaxReductionsShareOneKernel) {
+// outer-scope values, Note [Kernel IR]; Note [Fusion partitioning], step 3).
+TEST(PartitionTest, SoftmaxReductionsShareOneKernel) {
   Case c = record(rowsInputs(), softmax);
   ASSERT_EQ(c.plan.kernels.size(), 2u) << printPlan(c.graph, c.plan);
   EXPECT_EQ(c.plan.kernels[0].kernel.reductions.size(), 2u);
+}
+
+std::vector<at::Tensor> softmaxComposite(const std::vector<at::Tensor>& in) {
+  at::Tensor e = (in[0] - in[0].amax({1}, /*keepdim=*/true)).exp();
+  return {e / e.sum({1}, /*keepdim=*/true)};
+}
+
+// exp(x - max) feeds the sum and the output: recomputed in both kernels, never a temporary.
+TEST(PartitionTest, ShortExpressionUsedByAReductionIsRecomputedNotStored) {
+  Case c = record(rowsInputs(), softmaxComposite);
+  ASSERT_EQ(c.plan.kernels.size(), 2u) << printPlan(c.graph, c.plan);
+  EXPECT_EQ(c.plan.kernels[0].kernel.reductions.size(), 2u);
+  EXPECT_FALSE(hasTempOfSize(c.plan, 6 * 33)) << printPlan(c.graph, c.plan);
+}
+
+TEST(PartitionTest, LayerNormStatisticsShareOneKernel) {
+  Case c = layerNormCase();
+  ASSERT_EQ(c.plan.kernels.size(), 2u) << printPlan(c.graph, c.plan);
+  EXPECT_EQ(c.plan.kernels[0].kernel.reductions.size(), 2u);
+}
+
+std::vector<at::Tensor> sumAll(const std::vector<at::Tensor>& in) { return {in[0].sum()}; }
+
+// Note [Split full reductions]: partials over the leading dimension, then their fold.
+TEST(PartitionTest, LargeFullSumIsPartialsThenTheirFold) {
+  Case c = record({at::randn({300, 300})}, sumAll);
+  ASSERT_EQ(c.plan.kernels.size(), 2u) << printPlan(c.graph, c.plan);
+  EXPECT_EQ(c.plan.kernels[0].kernel.domain, (std::vector<int64_t>{300}));
+  EXPECT_TRUE(c.plan.kernels[1].kernel.domain.empty());
+  Case small = record({at::randn({30, 30})}, sumAll);
+  EXPECT_EQ(small.plan.kernels.size(), 1u) << printPlan(small.graph, small.plan);
 }
 
 TEST(PartitionTest, ExternCallSplitsKernelsAndItsInputIsWritten) {
@@ -500,6 +529,12 @@ TEST_F(PartitionRunTest, ReductionWithPrologueAndEpilogue) {
   expectRunsLikeEager(record({at::randn({6, 9})}, sumExp));
 }
 TEST_F(PartitionRunTest, Softmax) { expectRunsLikeEager(record(rowsInputs(), softmax)); }
+TEST_F(PartitionRunTest, SoftmaxComposite) {
+  expectRunsLikeEager(record(rowsInputs(), softmaxComposite));
+}
+TEST_F(PartitionRunTest, LargeFullSum) {
+  expectRunsLikeEager(record({at::randn({300, 300})}, sumAll), 1e-4, 1e-4);
+}
 TEST_F(PartitionRunTest, ExternBoundary) {
   expectRunsLikeEager(record(linearInputs(), linearClamp), 1e-5, 1e-5);
 }

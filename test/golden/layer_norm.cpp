@@ -3,7 +3,9 @@ extern "C" void lf_kernel_0(lf_i64 begin, lf_i64 end, void* const* buffers, cons
     const double* fparams) {
   const float* b0 = (const float*)buffers[0];
   double* b1 = (double*)buffers[1];
-  float* b2 = (float*)buffers[2];
+  double* b2 = (double*)buffers[2];
+  float* b3 = (float*)buffers[3];
+  float* b4 = (float*)buffers[4];
   for (lf_i64 p = begin; p < end; ++p) {
     const lf_i64 v0 = (p / 5);
     const lf_i64 v1 = p % 5;
@@ -18,45 +20,31 @@ extern "C" void lf_kernel_0(lf_i64 begin, lf_i64 end, void* const* buffers, cons
     const double t2 = (double)a2;
     const double t3 = (double)16.0;
     const double t4 = (double)lf_div(t2, t3);
-    const float t5 = (float)t4;
+    double a9 = (double)0.0;
+#pragma omp simd reduction(+:a9)
+    for (lf_i64 q = 0; q < 16; ++q) {
+      const lf_i64 r0 = q;
+      const float t5 = (float)b0[((v0 * 80 + v1 * 16) + r0)];
+      const double t6 = (double)t5;
+      const double t7 = (double)lf_sub(t6, t4);
+      const double t8 = (double)lf_mul(t7, t7);
+      a9 = a9 + (double)t8;
+    }
+    const double t9 = (double)a9;
+    const double t10 = (double)lf_div(t9, t3);
+    const float t11 = (float)t4;
+    const double t12 = (double)1e-05;
+    const double t13 = (double)lf_add(t10, t12);
+    const double t14 = (double)lf_rsqrt(t13);
+    const float t15 = (float)t14;
     b1[(v0 * 5 + v1)] = (double)t4;
-    b2[(v0 * 5 + v1)] = (float)t5;
+    b2[(v0 * 5 + v1)] = (double)t10;
+    b3[(v0 * 5 + v1)] = (float)t11;
+    b4[(v0 * 5 + v1)] = (float)t15;
   }
 }
 
 extern "C" void lf_kernel_1(lf_i64 begin, lf_i64 end, void* const* buffers, const lf_i64* iparams,
-    const double* fparams) {
-  const float* b0 = (const float*)buffers[0];
-  const double* b1 = (const double*)buffers[1];
-  double* b2 = (double*)buffers[2];
-  float* b3 = (float*)buffers[3];
-  for (lf_i64 p = begin; p < end; ++p) {
-    const lf_i64 v0 = (p / 5);
-    const lf_i64 v1 = p % 5;
-    const double t1 = (double)b1[(v0 * 5 + v1)];
-    double a5 = (double)0.0;
-#pragma omp simd reduction(+:a5)
-    for (lf_i64 q = 0; q < 16; ++q) {
-      const lf_i64 r0 = q;
-      const float t0 = (float)b0[((v0 * 80 + v1 * 16) + r0)];
-      const double t2 = (double)t0;
-      const double t3 = (double)lf_sub(t2, t1);
-      const double t4 = (double)lf_mul(t3, t3);
-      a5 = a5 + (double)t4;
-    }
-    const double t5 = (double)a5;
-    const double t6 = (double)16.0;
-    const double t7 = (double)lf_div(t5, t6);
-    const double t8 = (double)1e-05;
-    const double t9 = (double)lf_add(t7, t8);
-    const double t10 = (double)lf_rsqrt(t9);
-    const float t11 = (float)t10;
-    b2[(v0 * 5 + v1)] = (double)t7;
-    b3[(v0 * 5 + v1)] = (float)t11;
-  }
-}
-
-extern "C" void lf_kernel_2(lf_i64 begin, lf_i64 end, void* const* buffers, const lf_i64* iparams,
     const double* fparams) {
   const float* b0 = (const float*)buffers[0];
   const double* b1 = (const double*)buffers[1];

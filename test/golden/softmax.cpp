@@ -3,42 +3,33 @@ extern "C" void lf_kernel_0(lf_i64 begin, lf_i64 end, void* const* buffers, cons
     const double* fparams) {
   const float* b0 = (const float*)buffers[0];
   float* b1 = (float*)buffers[1];
+  float* b2 = (float*)buffers[2];
   for (lf_i64 p = begin; p < end; ++p) {
     const lf_i64 v0 = p;
     float a1 = (float)(-__builtin_inf());
+#pragma omp simd reduction(lf_max:a1)
     for (lf_i64 q = 0; q < 33; ++q) {
       const lf_i64 r0 = q;
       const float t0 = (float)b0[(v0 * 33 + r0)];
       a1 = ((float)t0 != (float)t0 || (float)t0 > a1) ? (float)t0 : a1;
     }
     const float t1 = (float)a1;
+    float a5 = (float)0.0;
+#pragma omp simd reduction(+:a5)
+    for (lf_i64 q = 0; q < 33; ++q) {
+      const lf_i64 r0 = q;
+      const float t2 = (float)b0[(v0 * 33 + r0)];
+      const float t3 = (float)lf_sub(t2, t1);
+      const float t4 = (float)lf_exp(t3);
+      a5 = a5 + (float)t4;
+    }
+    const float t5 = (float)a5;
     b1[v0] = (float)t1;
+    b2[v0] = (float)t5;
   }
 }
 
 extern "C" void lf_kernel_1(lf_i64 begin, lf_i64 end, void* const* buffers, const lf_i64* iparams,
-    const double* fparams) {
-  const float* b0 = (const float*)buffers[0];
-  const float* b1 = (const float*)buffers[1];
-  float* b2 = (float*)buffers[2];
-  for (lf_i64 p = begin; p < end; ++p) {
-    const lf_i64 v0 = p;
-    const float t1 = (float)b1[v0];
-    float a4 = (float)0.0;
-#pragma omp simd reduction(+:a4)
-    for (lf_i64 q = 0; q < 33; ++q) {
-      const lf_i64 r0 = q;
-      const float t0 = (float)b0[(v0 * 33 + r0)];
-      const float t2 = (float)lf_sub(t0, t1);
-      const float t3 = (float)lf_exp(t2);
-      a4 = a4 + (float)t3;
-    }
-    const float t4 = (float)a4;
-    b2[v0] = (float)t4;
-  }
-}
-
-extern "C" void lf_kernel_2(lf_i64 begin, lf_i64 end, void* const* buffers, const lf_i64* iparams,
     const double* fparams) {
   const float* b0 = (const float*)buffers[0];
   const float* b1 = (const float*)buffers[1];

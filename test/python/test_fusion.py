@@ -104,6 +104,15 @@ def test_binary_float_with_broadcast(name, fn, dtype):
     check(fn, a, b, **tolerances(dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2, 2.5, 0, 1])
+def test_pow_scalar_exponent_like_eager(exponent, dtype):
+    # Exponents eager computes by multiplication, sqrt or division (and one it sends to pow),
+    # inside a reduction and outside one.
+    x = edge_tensor((5, 37), dtype, 8)
+    check(lambda t: (t ** exponent, (t.abs() ** exponent).sum(1)), x, **tolerances(dtype))
+
+
 @pytest.mark.parametrize("dtype", INTS + [torch.bool], ids=str)
 def test_integer_arithmetic_wraps_like_eager(dtype):
     a, b = edge_tensor((4, 25), dtype, 3), edge_tensor((4, 25), dtype, 4)
@@ -168,10 +177,126 @@ def test_reduction_propagates_nan_and_inf(name, fn):
     check(fn, edge_tensor((6, 50, 7), torch.float32))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_vectorized_max_and_min_keep_nan_in_any_lane(dtype):
+    # The loop folds lanes side by side and combines them after it: a NaN in any lane (first,
+    # last, in the remainder after the last full vector) must win, and infinities must survive.
+    x = torch.randn(40, 1031, dtype=dtype)
+    for row, col in enumerate(range(0, 1031, 27)):
+        x[row, col] = math.nan
+    x[-2] = -math.inf
+    x[-1] = math.inf
+    check(lambda t: (t.amax(1), t.amin(1), t.amax(0), t.amin(), t.max(1).values), x)
+
+
+def test_reductions_over_several_dimensions_loop_per_dimension():
+    # Note [CPU loop structure]: a loop per reduced dimension, the innermost vectorized.
+    x = edge_tensor((5, 9, 3, 17), torch.float32, 12)
+    check(lambda t: (t.sum((0, 2)), t.amax((1, 3)), t.amin((0, 1, 3), keepdim=True),
+                     t.argmax(), (t / 4).nan_to_num(0.5).prod(2), t.mean((1, 2, 3))), x)
+    y = torch.randn(4, 6, 33, dtype=torch.float64)
+    w, b = torch.randn(6, 33, dtype=torch.float64), torch.randn(6, 33, dtype=torch.float64)
+
+    def norm_over_two_dims(t, weight, bias):
+        t, weight, bias = (v.detach().requires_grad_(True) for v in (t, weight, bias))
+        out = F.layer_norm(t, (6, 33), weight, bias)
+        return (out.var((0, 2)),) + torch.autograd.grad((out * out).sum(), (t, weight, bias))
+
+    check(norm_over_two_dims, y, w, b)
+
+
+@pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom:UserWarning")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape,dims", [((3000, 200), (0,)), ((9, 600), (0,)), ((5, 300, 7), (1,)),
+                                        ((4, 6, 67), (0, 1)), ((1, 70), (0,))], ids=str)
+def test_column_reductions_fold_a_segment_of_points_at_a_time(shape, dims, dtype):
+    # Note [CPU loop structure]: a reduction reading along the innermost point dimension folds
+    # up to 256 neighbouring points side by side; segments end at row ends and where the runner
+    # splits the points between threads.
+    # Sums accumulate in double here, in float in eager: float32 columns of 3000 differ by more
+    # than the default tolerance, and eager's is the larger error.
+    x = edge_tensor(shape, dtype, 13)
+    tol = {"rtol": 1e-5, "atol": 1e-4} if dtype == torch.float32 else tolerances(dtype)
+    check(lambda t: (t.sum(dims), t.mean(dims, keepdim=True), t.amax(dims), t.amin(dims),
+                     t.var(dims), (t / 8).nan_to_num(0.5, 0.5, 0.5).prod(dims[0]),
+                     t.softmax(dims[0])),
+          x, **tol)
+
+
+FULL_REDUCTIONS = [
+    ("sum", lambda t: t.sum()), ("mean_keepdim", lambda t: t.mean(tuple(range(t.dim())), keepdim=True)),
+    ("amax", lambda t: t.amax()), ("amin_keepdim", lambda t: t.amin(tuple(range(t.dim())), keepdim=True)),
+    ("var", lambda t: t.var()), ("std", lambda t: t.std(correction=0)), ("prod", lambda t: (t / 400 + 1).prod()),
+    ("argmax", lambda t: t.argmax()),
+]
+
+
+@pytest.mark.parametrize("shape,split", [((1 << 16,), True), ((70000,), True), ((300, 300), True),
+                                         ((65537,), False), ((2, 3, 20000), False)], ids=str)
+@pytest.mark.parametrize("name,fn", FULL_REDUCTIONS, ids=[r[0] for r in FULL_REDUCTIONS])
+def test_large_full_reductions_split_across_threads(name, fn, shape, split):
+    # Note [Split full reductions]: partials over the leading dimensions (or a 1-d input viewed
+    # as [parts, n / parts]), then their fold: one kernel more, none fewer for argmax or sizes
+    # that do not split.
+    x = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(11))
+    metrics = check(fn, x)
+    one_pass = 2 if name in ("var", "std") else 1
+    assert metrics["KernelsLaunched"] == one_pass * (2 if split and name != "argmax" else 1)
+
+
+def test_split_full_reductions_keep_nan_and_inf():
+    x = torch.randn(300, 300)
+    x[7, 9] = math.inf
+    check(lambda t: (t.sum(), t.amax(), t.amin()), x)
+    x[200, 3] = math.nan
+    check(lambda t: (t.sum(), t.amax(), t.amin(), t.mean()), x)
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool], ids=str)
 def test_integer_reductions(dtype):
     x = edge_tensor((9, 31), dtype, 7)
     check(lambda t: (t.sum(1), t.amax(0)) + (() if dtype == torch.bool else (t.argmax(1),)), x)
+
+
+def rows_with_edges(shape, dtype):
+    """Random rows, then a row holding a NaN, one holding +inf and one of all -inf."""
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(9)) * 3).to(dtype)
+    rows = x.view(-1, shape[-1])
+    for r, (col, value) in enumerate([(0, math.nan), (shape[-1] // 2, math.inf), (None, -math.inf)]):
+        if r + 1 < rows.shape[0]:
+            if col is None:
+                rows[r + 1] = value
+            else:
+                rows[r + 1, col] = value
+    return x
+
+
+ROW_REDUCTIONS = [
+    ("softmax", lambda x: x.softmax(-1), 2), ("log_softmax", lambda x: x.log_softmax(-1), 2),
+    ("layer_norm", lambda x: F.layer_norm(x, (x.shape[-1],)), 2),
+    # var's mean is over [rows, 1], its result over [rows]: two domains, two kernels
+    ("var_mean_std", lambda x: (x.var(-1), x.mean(-1), x.std(-1, correction=0)), 2),
+    ("softmax_composite", lambda x: (x - x.amax(-1, True)).exp() / (x - x.amax(-1, True)).exp().sum(-1, True), 2),
+    ("layer_norm_composite", lambda x: (x - x.mean(-1, True)) * ((x - x.mean(-1, True)) ** 2).mean(-1, True).add(1e-5).rsqrt(), 2),
+]
+
+
+@pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom:UserWarning")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("shape", [(4, 1), (5, 17), (6, 1031), (2, 5, 129)], ids=str)
+@pytest.mark.parametrize("name,fn,kernels", ROW_REDUCTIONS, ids=[r[0] for r in ROW_REDUCTIONS])
+def test_reductions_of_the_same_rows_share_a_kernel(name, fn, kernels, shape, dtype):
+    # The statistics of a row come from one kernel whose reduction loops run one after the
+    # other over the row (Note [Fusion partitioning]); the output is a second kernel, unless a
+    # row is one element and everything has one domain.
+    metrics = check(fn, rows_with_edges(shape, dtype))
+    assert metrics["KernelsLaunched"] == (kernels if shape[-1] > 1 or name == "var_mean_std" else 1)
+
+
+@pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom:UserWarning")
+def test_reductions_over_empty_rows_match_eager():
+    x = torch.randn(3, 0)
+    check(lambda t, u: (t.sum(-1), t.mean(-1), t.softmax(-1), t.var(-1), u.exp()), x, torch.ones(3, 2))
 
 
 def test_softmax_and_layer_norm_backward_fused():
