@@ -109,9 +109,15 @@ def test_float_to_uint8_wraps_like_eager():
 
 def test_index_math_with_intermediates_beyond_32_bits():
     # Lowers to a load at (v0 * 2^28 + v1) % 64: the product passes 2^31 though the index is
-    # small, so the kernel needs 64-bit index math.
+    # small, so the kernel needs 64-bit index math. Eager would materialize the 16 GB reshape,
+    # so the expected rows are built directly: each is x repeated, times 2.
     x = torch.randn(64)
-    check(lambda t: t.expand(2**26, 64).reshape(2**16, 2**16)[::4096] * 2, x, exact=True)
+    lazyfuse.reset_metrics()
+    got = (x.to("lazy").expand(2**26, 64).reshape(2**16, 2**16)[::4096] * 2).cpu()
+    counters = lazyfuse.metrics()
+    assert counters.get("FusionFallback", 0) == 0
+    assert counters.get("CudaEmulatedLaunches", 0) + counters.get("KernelsLaunched", 0) > 0
+    torch.testing.assert_close(got, (x.repeat(1024) * 2).expand(16, 65536), rtol=0, atol=0)
 
 
 def test_views_scatters_and_broadcasts():
