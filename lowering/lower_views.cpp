@@ -188,12 +188,32 @@ bool lowerSelectScatter(LoweringCall& call) {
   const int64_t dim = wrapDim(call.constant(2).toInt(), base.size());
   int64_t pos = call.constant(3).toInt();
   if (pos < 0) pos += base[dim];
-  auto inside = [dim, pos](KernelBuilder& ops, const Index& index) {
-    return ops.binary("eq", ops.index(index[dim]), ops.constant(static_cast<double>(pos), ScalarType::Long));
+  // src may be smaller than the selected slice: functionalization writes an out= result that
+  // eager resized into the view it was given (test_out_view_resized_like_eager). Only the part
+  // src covers is written, and src is never read past its end.
+  const std::vector<int64_t> src_sizes = call.loop(*call.tensor(1)).sizes;
+  if (src_sizes.size() + 1 != base.size()) return false;
+  std::vector<int64_t> short_dims;  // src dims shorter than the slice's
+  for (size_t d = 0, s = 0; d < base.size(); ++d) {
+    if (static_cast<int64_t>(d) == dim) continue;
+    if (src_sizes[s] > base[d]) return false;  // ATen raises; so does the extern call
+    if (src_sizes[s] == 0 && base[d] > 0) return false;  // nothing to read from
+    if (src_sizes[s] < base[d]) short_dims.push_back(static_cast<int64_t>(s));
+    ++s;
+  }
+  auto inside = [dim, pos, src_sizes, short_dims](KernelBuilder& ops, const Index& index) {
+    auto lng = [&](int64_t v) { return ops.constant(static_cast<double>(v), ScalarType::Long); };
+    KValue in = ops.binary("eq", ops.index(index[dim]), lng(pos));
+    for (int64_t s : short_dims) {
+      const size_t d = static_cast<size_t>(s < dim ? s : s + 1);
+      in = ops.binary("logical_and", in, ops.binary("lt", ops.index(index[d]), lng(src_sizes[s])));
+    }
+    return in;
   };
-  auto src_index = [dim](const Index& index) {
+  auto src_index = [dim, src_sizes, short_dims](const Index& index) {
     Index in = index;
     in.erase(in.begin() + dim);
+    for (int64_t s : short_dims) in[s] = ixMin(in[s], ixConst(std::max<int64_t>(src_sizes[s] - 1, 0)));
     return in;
   };
   return lowerScatter(call, inside, src_index);
