@@ -423,7 +423,8 @@ class CudaRenderer {
       case KOp::kIndex: return cast + "(" + ixText(instr.index) + ")";
       case KOp::kUnary: return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ")";
       case KOp::kBinary:
-        return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ", " + t(instr.args[1]) + ")";
+        return cast + "lf_" + binaryName(instr) + "(" + t(instr.args[0]) + ", " + t(instr.args[1]) +
+               ")";
       case KOp::kWhere:
         return t(instr.args[0]) + " ? " + cast + t(instr.args[1]) + " : " + cast + t(instr.args[2]);
       case KOp::kCast: return castText(instr.dtype, k_.instrs[instr.args[0]].dtype, t(instr.args[0]));
@@ -431,6 +432,25 @@ class CudaRenderer {
         return cast + (isArg(k_.reductions[instr.ivalue]) ? "x" : "a") + std::to_string(i);
     }
     LF_INTERNAL_ASSERT(false, "unknown kernel op ", static_cast<int>(instr.op));
+  }
+
+  /// A floating pow whose exponent is the same at every point (built from constants and
+  /// parameters only) takes eager's pow(Tensor, Scalar) special cases; see Note [CUDA prelude].
+  std::string binaryName(const KInstr& instr) const {
+    const bool floating = instr.dtype == c10::ScalarType::Float ||
+                          instr.dtype == c10::ScalarType::Double;
+    if (instr.fn == "pow" && floating && isUniform(instr.args[1])) return "pow_uniform";
+    return instr.fn;
+  }
+
+  bool isUniform(int32_t i) const {
+    const KInstr& instr = k_.instrs[i];
+    if (instr.op == KOp::kConst || instr.op == KOp::kParam) return true;
+    if (instr.op == KOp::kLoad || instr.op == KOp::kIndex || instr.op == KOp::kReduce) return false;
+    for (int32_t arg : instr.args) {
+      if (!isUniform(arg)) return false;
+    }
+    return true;
   }
 
   /// `value` (of type `from`) converted to `to`. A floating value becomes uint8 through int64,

@@ -13,7 +13,7 @@ namespace lazyfuse {
 
 /// Bumped whenever the rendered code changes for the same kernel IR; part of the cubin cache
 /// key. See Note [CUDA kernel cache key].
-constexpr int kCudaCodegenVersion = 1;
+constexpr int kCudaCodegenVersion = 2;
 
 /// How to launch one rendered kernel. Its parameters are, in order: one pointer per kernel
 /// buffer (its storage type), then one value per kernel parameter (`long long`, or `double`

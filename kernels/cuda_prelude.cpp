@@ -17,12 +17,14 @@ namespace lazyfuse::detail {
 // second, and needs no include path): the CUDA math functions are NVRTC built-ins. The lf_<fn>
 // functions follow eager PyTorch's CUDA kernels, which match its CPU ones (Note [CPU prelude]):
 // maximum/minimum propagate NaN, remainder takes the divisor's sign, round is rint (half to
-// even), integer pow squares and maps negative exponents like ATen. Signed integer add, sub,
-// mul and neg go through unsigned arithmetic (lf_wide) because signed overflow is undefined in
-// C++ and eager's wraps; a float becomes uint8 through int64 as in c10 (the renderer writes
-// that cast). Half and BFloat16 are their 16 bits: half converts with PTX `cvt`
-// (round to nearest even), bfloat16 by a shift and c10::BFloat16's rounding. Float-to-integer
-// casts are PTX's saturating ones, as in eager's CUDA kernels.
+// even), integer pow squares and maps negative exponents like ATen, and a pow whose exponent
+// is a Scalar (lf_pow_uniform) takes ATen's pow_tensor_scalar shortcuts for 2, 3, 0.5, -0.5,
+// -1 and -2 (sqrt(-inf) is NaN where pow(-inf, 0.5) is inf: eager's answer is the shortcut's).
+// Signed integer add, sub, mul and neg go through unsigned arithmetic (lf_wide) because signed
+// overflow is undefined in C++ and eager's wraps; a float becomes uint8 through int64 as in
+// c10 (the renderer writes that cast). Half and BFloat16 are their 16 bits: half converts with
+// PTX `cvt` (round to nearest even), bfloat16 by a shift and c10::BFloat16's rounding.
+// Float-to-integer casts are PTX's saturating ones, as in eager's CUDA kernels.
 //
 // Reductions of a group of G threads (1, 8, a warp, or a block of 256) fold a lane's share in
 // order, then combine lanes with shuffles down to lane 0 (and, for a block, warp results in
@@ -114,6 +116,17 @@ template <class T> LF_D T lf_pow(T a, T b) {
   }
   return (T)(lf_i64)r;
 }
+#define LF_POW_UNIFORM(T, pw, root) \
+  LF_D T lf_pow_uniform(T a, T b) { \
+    if (b == (T)2) return a * a; \
+    if (b == (T)3) return a * a * a; \
+    if (b == (T)0.5) return root(a); \
+    if (b == (T)-0.5) return (T)1 / root(a); \
+    if (b == (T)-1) return (T)1 / a; \
+    if (b == (T)-2) return (T)1 / (a * a); \
+    return pw(a, b); \
+  }
+LF_POW_UNIFORM(float, powf, sqrtf) LF_POW_UNIFORM(double, pow, sqrt)
 LF_D float lf_remainder(float a, float b) {
   float m = fmodf(a, b);
   return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
