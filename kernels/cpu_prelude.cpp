@@ -171,18 +171,7 @@ const char* cpuPrelude() {
 
 /// The C type an instruction of `dtype` computes in; see Note [Kernel IR].
 const char* cpuComputeType(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Bool: return "bool";
-    case c10::ScalarType::Byte: return "lf_u8";
-    case c10::ScalarType::Char: return "signed char";
-    case c10::ScalarType::Short: return "short";
-    case c10::ScalarType::Int: return "int";
-    case c10::ScalarType::Long: return "lf_i64";
-    case c10::ScalarType::Float: return "float";
-    case c10::ScalarType::Double: return "double";
-    default: break;
-  }
-  LF_INTERNAL_ASSERT(false, "no CPU compute type for ", dtype);
+  return cComputeType(dtype);
 }
 
 /// Element type of a buffer: Bool is a byte read as `!= 0`; see Note [CPU prelude].

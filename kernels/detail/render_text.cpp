@@ -2,6 +2,8 @@
 
 #include "kernels/detail/render_text.h"
 
+#include "lazy_ir/check.h"
+
 #include <charconv>
 #include <cmath>
 
@@ -33,6 +35,21 @@ std::string variableLines(const std::string& indent, const std::string& type,
            unflatten(flat, strides[d], sizes[d], /*outermost=*/d == 0) + ";\n";
   }
   return out;
+}
+
+const char* cComputeType(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Bool: return "bool";
+    case c10::ScalarType::Byte: return "lf_u8";
+    case c10::ScalarType::Char: return "signed char";
+    case c10::ScalarType::Short: return "short";
+    case c10::ScalarType::Int: return "int";
+    case c10::ScalarType::Long: return "lf_i64";
+    case c10::ScalarType::Float: return "float";
+    case c10::ScalarType::Double: return "double";
+    default: break;
+  }
+  LF_INTERNAL_ASSERT(false, "no compute type for ", dtype);
 }
 
 std::string finiteFloatText(double value) {

@@ -2,6 +2,8 @@
 
 // Text helpers shared by the renderers of kernels/ (C++ for the CPU, CUDA C++).
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,6 +18,10 @@ std::string variableLines(const std::string& indent, const std::string& type,
                           const std::string& prefix,
                           const std::string& flat, const std::vector<int64_t>& sizes,
                           const std::vector<bool>& used, size_t count);
+
+/// The C type an instruction of `dtype` computes in, as both targets' preludes spell it (lf_u8
+/// and lf_i64 are typedefs there); see Note [Kernel IR]: never Half or BFloat16.
+const char* cComputeType(c10::ScalarType dtype);
 
 /// The shortest text that reads back as exactly `value`, which must be finite (std::to_chars
 /// ignores the locale); negative values are parenthesized.

@@ -2,6 +2,7 @@
 // See Note [Kernel IR], Note [CPU loop structure], Note [CPU prelude], Note [CPU disk cache].
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_compiler.h"
+#include "test/cpp/kernel_test_builder.h"
 
 #include <gtest/gtest.h>
 
@@ -24,65 +25,7 @@ using c10::ScalarType;
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-/// Builds a Kernel instruction by instruction; every helper returns the new index.
-struct Builder {
-  Kernel k;
-  explicit Builder(std::string name, std::vector<int64_t> domain = {}) {
-    k.name = std::move(name);
-    k.domain = std::move(domain);
-  }
-  int32_t push(KInstr instr) {
-    k.instrs.push_back(std::move(instr));
-    return static_cast<int32_t>(k.instrs.size() - 1);
-  }
-  int32_t buffer(ScalarType dtype, bool output) {
-    k.buffers.push_back(KBuffer{dtype, output});
-    return static_cast<int32_t>(k.buffers.size() - 1);
-  }
-  int32_t load(int32_t buffer, ScalarType dtype, IxPtr index, int32_t scope = -1) {
-    KInstr instr;
-    instr.op = KOp::kLoad;
-    instr.dtype = dtype;
-    instr.buffer = buffer;
-    instr.index = std::move(index);
-    instr.scope = scope;
-    return push(instr);
-  }
-  int32_t fn(const char* name, ScalarType dtype, std::vector<int32_t> args, int32_t scope = -1) {
-    KInstr instr;
-    instr.op = args.size() == 1 ? KOp::kUnary : KOp::kBinary;
-    instr.dtype = dtype;
-    instr.fn = name;
-    instr.args = std::move(args);
-    instr.scope = scope;
-    return push(instr);
-  }
-  int32_t op(KOp kind, ScalarType dtype, std::vector<int32_t> args, int64_t ivalue = 0,
-             int32_t scope = -1) {
-    KInstr instr;
-    instr.op = kind;
-    instr.dtype = dtype;
-    instr.args = std::move(args);
-    instr.ivalue = ivalue;
-    instr.scope = scope;
-    return push(instr);
-  }
-  int32_t constant(ScalarType dtype, double value) {
-    KInstr instr;
-    instr.op = KOp::kConst;
-    instr.dtype = dtype;
-    instr.fvalue = value;
-    instr.ivalue = static_cast<int64_t>(value);
-    return push(instr);
-  }
-  int32_t reduce(ReduceKind kind, std::vector<int64_t> sizes, int32_t body, ScalarType dtype) {
-    k.reductions.push_back(KReduction{kind, std::move(sizes), body, dtype});
-    return op(KOp::kReduce, dtype, {}, static_cast<int64_t>(k.reductions.size() - 1));
-  }
-  void store(int32_t value, int32_t buffer, IxPtr index) {
-    k.stores.push_back(KStore{value, buffer, std::move(index)});
-  }
-};
+using Builder = testing::KernelBuilder;
 
 IxPtr v(int d) {
   return ixVar(d);
