@@ -62,7 +62,7 @@ void runTargets(const std::vector<LazyData*>& targets) {
   std::vector<at::Tensor> outputs;
   {
     ScopedTimer timer(metrics::execute_time);
-    outputs = runPlan(plan->plan, graph, plan->launcher());
+    outputs = runPlan(plan->plan, graph, plan->launcher(), plan->batchLauncher());
   }
   metrics::kernels_launched.add(static_cast<int64_t>(plan->plan.kernels.size()));
   metrics::graphs_executed.add();

@@ -79,6 +79,26 @@ std::vector<const Kernel*> kernelsOf(const ExecutionPlan& plan) {
   return kernels;
 }
 
+/// What renderCuda takes for `plan`: its kernels, null for the members of a batch, and its
+/// batches.
+struct CudaInputs {
+  std::vector<const Kernel*> kernels;
+  std::vector<std::vector<const Kernel*>> batches;
+};
+
+CudaInputs cudaInputs(const ExecutionPlan& plan) {
+  CudaInputs inputs;
+  inputs.kernels = kernelsOf(plan);
+  for (const KernelBatch& batch : plan.batches) {
+    inputs.batches.emplace_back();
+    for (int32_t k : batch.kernels) {
+      inputs.batches.back().push_back(inputs.kernels.at(k));
+      inputs.kernels.at(k) = nullptr;
+    }
+  }
+  return inputs;
+}
+
 void countCompiled(bool disk_hit, size_t kernels) {
   (disk_hit ? metrics::kernel_disk_hits : metrics::kernels_compiled)
       .add(static_cast<int64_t>(kernels));
@@ -98,7 +118,10 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
     return value;
   }();
   if (arch <= 0 || plan.kernels.empty()) return;
-  CudaCompileResult result = compileCuda(renderCuda(kernelsOf(plan)).source, arch);
+  // Rendered as a CUDA target would lower the graph: with its kernel batches.
+  const ExecutionPlan batched = lowerGraph(graph, /*fuse=*/true, /*batch=*/true);
+  const CudaInputs inputs = cudaInputs(batched);
+  CudaCompileResult result = compileCuda(renderCuda(inputs.kernels, inputs.batches).source, arch);
   if (result.binary) {
     metrics::cuda_kernels_checked.add(static_cast<int64_t>(plan.kernels.size()));
     return;
@@ -118,11 +141,14 @@ bool emulationRequested() {
 /// Compiles the plan's kernels for `device`; the error text, or "" on success.
 std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Device device) {
   std::vector<const Kernel*> kernels = kernelsOf(compiled.plan);
+  const CudaInputs inputs = cudaInputs(compiled.plan);
   if (device.is_cpu() && emulationRequested()) {
-    if (dumpRequested("cuda")) writeDump(graph, "kernels", ".cu", renderCuda(kernels).source);
+    if (dumpRequested("cuda")) {
+      writeDump(graph, "kernels", ".cu", renderCuda(inputs.kernels, inputs.batches).source);
+    }
     std::string error;
     bool disk_hit = false;
-    compiled.emulated = compileCudaEmulation(kernels, error, disk_hit);
+    compiled.emulated = compileCudaEmulation(inputs.kernels, inputs.batches, error, disk_hit);
     if (!compiled.emulated) return error;
     countCompiled(disk_hit, kernels.size());
     checkCudaCompiles(graph, compiled.plan);
@@ -141,20 +167,43 @@ std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Devi
     checkCudaCompiles(graph, compiled.plan);
     return "";
   }
-  CudaSource source = renderCuda(kernels);
+  CudaSource source = renderCuda(inputs.kernels, inputs.batches);
   if (dumpRequested("cuda")) writeDump(graph, "kernels", ".cu", source.source);
   try {
     CudaCompileResult result = compileCuda(source.source, cudaArch(device));
     if (!result.binary) return result.error;
     countCompiled(result.disk_hit, kernels.size());
-    compiled.cuda = loadCudaModule(*result.binary, source.kernels, device);
+    compiled.cuda = loadCudaModule(*result.binary, source, device);
   } catch (const c10::Error& e) {
     return std::string("cannot load the compiled kernels: ") + e.what_without_backtrace();
   }
   return "";
 }
 
+/// True when fused kernels of `device` run as CUDA (on a GPU, or emulated).
+bool cudaTarget(c10::Device device) {
+  return device.is_cuda() || (device.is_cpu() && emulationRequested());
+}
+
 }  // namespace
+
+BatchLauncher CompiledPlan::batchLauncher() const {
+  if (plan.batches.empty()) return {};
+  if (cuda) {
+    return [this](size_t index, const Graph& graph, PlanValues& values) {
+      runCudaBatch(plan, index, *cuda, graph, values);
+      metrics::kernel_batch_launches.add();
+    };
+  }
+  if (emulated) {
+    return [this](size_t index, const Graph& graph, PlanValues& values) {
+      metrics::cuda_emulated_launches.add(
+          static_cast<int64_t>(runEmulatedCudaBatch(plan, index, *emulated, graph, values)));
+      metrics::kernel_batch_launches.add();
+    };
+  }
+  return {};
+}
 
 KernelLauncher CompiledPlan::launcher() const {
   if (plan.kernels.empty()) return {};
@@ -177,7 +226,8 @@ KernelLauncher CompiledPlan::launcher() const {
 std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph) {
   auto compiled = std::make_shared<CompiledPlan>();
   const FusionMode mode = fusionMode();
-  compiled->plan = lowerGraph(graph, mode != FusionMode::kOff);
+  const bool batch = cudaTarget(hardwareDevice());
+  compiled->plan = lowerGraph(graph, mode != FusionMode::kOff, batch);
   if (mode == FusionMode::kAuto && kernelWork(compiled->plan) < kFuseMinElements) {
     compiled->plan = lowerGraph(graph, /*fuse=*/false);
   }

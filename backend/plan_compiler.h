@@ -27,6 +27,9 @@ struct CompiledPlan {
 
   /// Runs fused kernel `index` on the target it was compiled for.
   KernelLauncher launcher() const;
+  /// Runs kernel batch `index` as one launch where the target has batch kernels, else empty
+  /// (runPlan then runs the members one by one).
+  BatchLauncher batchLauncher() const;
 };
 
 /// Lowers `graph` and compiles its fused kernels; a compile failure falls back to node-by-node

@@ -29,6 +29,20 @@ namespace {
 constexpr int kBlock = 256;
 constexpr int64_t kIndex32Limit = int64_t{1} << 30;
 
+// Note [CUDA kernel batches]
+// A kernel batch (Note [Kernel batches]) renders as one kernel over a table passed by value: the
+// members become segments, each cut into chunks of kBatchChunk points, and block c runs chunk c
+// of the whole launch; it finds its segment by a binary search over the segments' first chunks,
+// reads that segment's buffer addresses and parameters from the table, and runs the shared body
+// over the chunk's points (4 at a time in the 4-wide variant, whose table must have every flat
+// buffer 16-byte aligned). The table lives in the launch's parameter space, __grid_constant__
+// so it is read where it is and never copied; a launch takes as many segments as fit in
+// kBatchTableBytes (CUDA 12.1+ takes 32764 bytes of parameters), and a larger batch takes
+// several launches. Chunks bound the work of a block, so a batch of very unequal members (an
+// optimizer step over a 2M-element weight and a 64-element bias) still spreads evenly.
+constexpr int64_t kBatchChunk = 4096;
+constexpr size_t kBatchTableBytes = 32000;
+
 int64_t numel(const std::vector<int64_t>& sizes) {
   int64_t n = 1;
   for (int64_t size : sizes) n *= size;
@@ -142,16 +156,36 @@ int groupSize(const Kernel& k) {
   return longest < 4096 ? 32 : kBlock;
 }
 
-std::string flatIndexText(const std::vector<int64_t>& domain) {
-  std::vector<IxPtr> vars;
-  std::vector<int64_t> strides(domain.size());
-  int64_t stride = 1;
-  for (size_t d = domain.size(); d-- > 0;) {
-    strides[d] = stride;
-    stride *= domain[d];
+// Note [CUDA split reductions]
+// A kernel with few points and long reductions would leave most of the GPU idle: one block per
+// point (G = 256), or for a reduction over a leading dimension (G = 1) one block per 256 points.
+// Such a kernel is split: each of the S blocks of a point (or block of points) folds one slice of
+// every reduction's elements and writes its partial result (value, and index for an arg
+// reduction) to a workspace; the block that finishes last, counted by an atomic on a zeroed
+// counter per point, folds the S partials in slice order (so the result is deterministic) and
+// runs the rest of the kernel. Only kernels whose reductions do not read other reductions'
+// results split (softmax's sum of exp(x - max) needs the whole max first). S aims at about 1024
+// blocks, each folding at least 8192 elements (G = 256) or 32 per thread (G = 1).
+constexpr int64_t kSplitBlocks = 1024;
+
+int splitCount(const Kernel& k, int group) {
+  if (group != kBlock && group != 1) return 1;
+  std::vector<bool> late(k.instrs.size(), false);
+  for (size_t i = 0; i < k.instrs.size(); ++i) {
+    late[i] = k.instrs[i].op == KOp::kReduce;
+    for (int32_t arg : k.instrs[i].args) {
+      late[i] = late[i] || late[arg];
+      if (k.instrs[i].scope != -1 && late[arg]) return 1;  // a reduction reads a reduction
+    }
   }
-  for (size_t d = 0; d < domain.size(); ++d) vars.push_back(ixVar(static_cast<int>(d)));
-  return ixText(ixOffset(vars, strides));
+  int64_t longest = 0;
+  for (const KReduction& r : k.reductions) longest = std::max(longest, numel(r.sizes));
+  const int64_t points = domainNumel(k);
+  const int64_t blocks = group == kBlock ? points : (points + kBlock - 1) / kBlock;
+  if (points == 0 || blocks * 4 > kSplitBlocks) return 1;
+  const int64_t per_block = group == kBlock ? 8192 : 32;
+  const int64_t split = std::min(longest / per_block, kSplitBlocks / blocks);
+  return split >= 2 ? static_cast<int>(split) : 1;
 }
 
 class CudaRenderer {
@@ -167,6 +201,16 @@ class CudaRenderer {
     shape.block = kBlock;
     group_ = shape.group;
     ix_ = fitsIndex32(k_) ? "int" : "lf_i64";
+    if (!k_.reductions.empty()) split_ = splitCount(k_, group_);
+    if (split_ > 1) {
+      shape.split = split_;
+      shape.split_blocks = group_ == kBlock ? shape.points : (shape.points + kBlock - 1) / kBlock;
+      shape.workspace = saturatingMul(saturatingMul(shape.points, split_),
+                                      static_cast<int64_t>(16 * k_.reductions.size()));
+      out += signature(k_.name, "unsigned char* __restrict__ lf_ws, unsigned int* __restrict__ lf_done") +
+             "{\n" + splitBody() + "}\n";
+      return shape;
+    }
     out += signature(k_.name) + "{\n";
     if (shape.points > 0) out += k_.reductions.empty() ? pointwiseBody() : groupBody();
     out += "}\n";
@@ -179,8 +223,46 @@ class CudaRenderer {
     return shape;
   }
 
+  /// The kernel of a batch whose members are this kernel with other sizes and bindings; `this`
+  /// is the template (Note [CUDA kernel batches]).
+  CudaBatchShape renderBatch(std::string& out, const std::string& name, int capacity) {
+    checkKernel(k_);
+    group_ = 1;
+    ix_ = fitsIndex32(k_) ? "int" : "lf_i64";
+    CudaBatchShape shape;
+    shape.name = name;
+    shape.capacity = capacity;
+    shape.chunk = kBatchChunk;
+    shape.block = kBlock;
+    const std::string c = std::to_string(capacity);
+    out += "struct lf_tab_" + name + " {\n  lf_i64 segments, blocks;\n  lf_i64 n[" + c +
+           "];\n  lf_i64 first[" + c + "];\n";
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      out += "  " + std::string(k_.buffers[b].output ? "" : "const ") +
+             detail::cudaStorageType(k_.buffers[b].dtype) + "* b" + std::to_string(b) + "[" + c +
+             "];\n";
+    }
+    for (size_t p = 0; p < k_.params.size(); ++p) {
+      out += k_.params[p].floating ? "  double fp" : "  lf_i64 ip";
+      out += std::to_string(p) + "[" + c + "];\n";
+    }
+    out += "};\n";
+    out += batchSignature(name, name) + "{\n" + batchPrologue() + pointLoopIn("begin", "end") +
+           pointLines() + "  }\n}\n";
+    std::set<int32_t> wide = contiguousBuffers();
+    if (wide.empty()) return shape;
+    shape.vector_name = name + "_v4";
+    shape.vector_buffers.assign(wide.begin(), wide.end());
+    out += "\n" + batchSignature(shape.vector_name, name) + "{\n" + batchPrologue() + "  const " + ix_ +
+           " vend = begin + (end - begin) / 4 * 4;\n" + "  for (" + ix_ + " g = begin / 4 + (" +
+           ix_ + ")threadIdx.x; g < vend / 4; g += " + std::to_string(kBlock) + ") {\n    const " +
+           ix_ + " p0 = g * 4;\n" + vectorLines(wide) + "  }\n" + pointLoopIn("vend", "end") +
+           pointLines() + "  }\n}\n";
+    return shape;
+  }
+
  private:
-  std::string signature(const std::string& name) const {
+  std::string signature(const std::string& name, const std::string& extra = "") const {
     std::string text = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) +
                        ") " + name + "(";
     for (size_t b = 0; b < k_.buffers.size(); ++b) {
@@ -192,7 +274,45 @@ class CudaRenderer {
       text += std::string(p || !k_.buffers.empty() ? ", " : "") +
               (k_.params[p].floating ? "double fp" : "lf_i64 ip") + std::to_string(p);
     }
+    if (!extra.empty()) text += (k_.buffers.empty() && k_.params.empty() ? "" : ", ") + extra;
     return text + ") ";
+  }
+
+  static std::string batchSignature(const std::string& name, const std::string& batch) {
+    return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) + ") " +
+           name + "(const __grid_constant__ lf_tab_" + batch + " tab) ";
+  }
+
+  /// Finds this block's segment and chunk [begin, end), and binds the segment's buffers and
+  /// parameters to the names the body uses.
+  std::string batchPrologue() const {
+    const std::string chunk = std::to_string(kBatchChunk);
+    std::string out =
+        "  const lf_i64 c = blockIdx.x;\n  if (c >= tab.blocks) return;\n"
+        "  int lo = 0, hi = (int)tab.segments - 1;\n  while (lo < hi) {\n"
+        "    const int mid = (lo + hi + 1) / 2;\n"
+        "    if (tab.first[mid] <= c) lo = mid; else hi = mid - 1;\n  }\n"
+        "  const " + ix_ + " n = (" + ix_ + ")tab.n[lo];\n"
+        "  const " + ix_ + " begin = (" + ix_ + ")(c - tab.first[lo]) * " + chunk + ";\n"
+        "  const " + ix_ + " end = n - begin < " + chunk + " ? n : begin + " + chunk + ";\n";
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      const std::string name = "b" + std::to_string(b);
+      out += "  " + std::string(k_.buffers[b].output ? "" : "const ") +
+             detail::cudaStorageType(k_.buffers[b].dtype) + "* __restrict__ " + name + " = tab." +
+             name + "[lo];\n";
+    }
+    for (size_t p = 0; p < k_.params.size(); ++p) {
+      const std::string name = (k_.params[p].floating ? "fp" : "ip") + std::to_string(p);
+      out += std::string(k_.params[p].floating ? "  const double " : "  const lf_i64 ") + name +
+             " = tab." + name + "[lo];\n";
+    }
+    return out;
+  }
+
+  /// A loop of the block's threads over the points [from, to).
+  std::string pointLoopIn(const std::string& from, const std::string& to) const {
+    return "  for (" + ix_ + " p = " + from + " + (" + ix_ + ")threadIdx.x; p < " + to +
+           "; p += " + std::to_string(kBlock) + ") {\n";
   }
 
   std::string pointLoop(const std::string& var, int64_t count, int per_block) const {
@@ -212,18 +332,23 @@ class CudaRenderer {
   }
 
   std::string pointwiseBody() {
-    std::string out = pointLoop("p", domainNumel(k_), kBlock) + variables("    ", "p");
+    return pointLoop("p", domainNumel(k_), kBlock) + pointLines() + "  }\n";
+  }
+
+  /// The body of a pointwise kernel at point `p`.
+  std::string pointLines() const {
+    std::string out = variables("    ", "p");
     for (size_t i = 0; i < k_.instrs.size(); ++i) out += "    " + instrLine(i, "") + "\n";
     for (const KStore& store : k_.stores) {
       out += "    b" + std::to_string(store.buffer) + "[" + ixText(store.index) +
              "] = " + storeValue(store) + ";\n";
     }
-    return out + "  }\n";
+    return out;
   }
 
   /// Buffers every access of which is at the flat point index itself.
   std::set<int32_t> contiguousBuffers() const {
-    const std::string flat = flatIndexText(k_.domain);
+    const std::string flat = ixText(ixFlatIndex(k_.domain));
     std::set<int32_t> wide, narrow;
     auto note = [&](int32_t buffer, const IxPtr& index) {
       (ixText(index) == flat ? wide : narrow).insert(buffer);
@@ -237,8 +362,13 @@ class CudaRenderer {
   }
 
   std::string vectorBody(const std::set<int32_t>& wide) {
-    std::string out = pointLoop("g", domainNumel(k_) / 4, kBlock) + "    const " + ix_ +
-                      " p0 = g * 4;\n";
+    return pointLoop("g", domainNumel(k_) / 4, kBlock) + "    const " + ix_ + " p0 = g * 4;\n" +
+           vectorLines(wide) + "  }\n";
+  }
+
+  /// The body of the 4-wide variant at points p0 .. p0 + 3.
+  std::string vectorLines(const std::set<int32_t>& wide) {
+    std::string out;
     for (int32_t b : wide) {
       std::string pack = "lf_pack4<" + std::string(detail::cudaStorageType(k_.buffers[b].dtype)) + ">";
       std::string name = "w" + std::to_string(b);
@@ -264,7 +394,7 @@ class CudaRenderer {
       std::string pack = "lf_pack4<" + std::string(detail::cudaStorageType(k_.buffers[b].dtype)) + ">";
       out += "    *(" + pack + "*)(b" + std::to_string(b) + " + p0) = w" + std::to_string(b) + ";\n";
     }
-    return out + "  }\n";
+    return out;
   }
 
   /// The loop over points of a group smaller than a warp: the loop runs over warp-wide steps,
@@ -302,6 +432,97 @@ class CudaRenderer {
     return out + "  }\n";
   }
 
+  /// A kernel whose blocks each fold one slice of the reductions; see Note [CUDA split
+  /// reductions].
+  std::string splitBody() {
+    const std::string parts = std::to_string(split_);
+    const int64_t n = domainNumel(k_);
+    std::string out = group_ == kBlock ? sharedMemory() : "";
+    out += "  __shared__ bool lf_last;\n  const " + ix_ + " lf_pb = (" + ix_ + ")(blockIdx.x / " +
+           parts + ");\n  const int lf_s = (int)(blockIdx.x % " + parts + ");\n";
+    std::string live = "true";
+    if (group_ == kBlock) {
+      out += "  const int lane = threadIdx.x;\n  const " + ix_ + " p = lf_pb;\n";
+    } else {
+      out += "  const " + ix_ + " pg = lf_pb * " + std::to_string(kBlock) + " + (" + ix_ +
+             ")threadIdx.x;\n  const bool live = pg < " + std::to_string(n) + ";\n  const " + ix_ +
+             " p = live ? pg : " + std::to_string(n - 1) + ";\n";
+      live = "live";
+    }
+    out += "  {\n" + variables("    ", "p");
+    std::vector<bool> late = dependsOnReduction();
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      const KInstr& instr = k_.instrs[i];
+      if (instr.scope != -1) continue;
+      if (instr.op == KOp::kReduce) out += reductionLines(static_cast<int32_t>(i), /*split=*/true);
+      if (!late[i]) out += "    " + instrLine(i, "") + "\n";
+    }
+    // This block's partial results, then the last block of the point (block) folds them all.
+    const std::string writer = group_ == kBlock ? "lane == 0" : "live";
+    out += "    if (" + writer + ") {\n";
+    int r = 0;
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (k_.instrs[i].op != KOp::kReduce) continue;
+      const KReduction& reduction = k_.reductions[k_.instrs[i].ivalue];
+      const std::string type = detail::cudaComputeType(accumulatorType(reduction));
+      const std::string at = partialAddress("lf_s", r++);
+      out += "      *(" + type + "*)(" + at + ") = a" + std::to_string(i) + ";\n";
+      if (isArg(reduction)) out += "      *(lf_i64*)(" + at + " + 8) = x" + std::to_string(i) + ";\n";
+    }
+    out += "    }\n    __threadfence();\n    __syncthreads();\n"
+           "    if (threadIdx.x == 0) lf_last = atomicAdd(&lf_done[lf_pb], 1u) == " + parts +
+           " - 1;\n    __syncthreads();\n    if (!lf_last) return;\n    __threadfence();\n";
+    out += "    if (" + writer + ") {\n";
+    r = 0;
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      const KInstr& instr = k_.instrs[i];
+      if (instr.op == KOp::kReduce) out += foldPartials(static_cast<int32_t>(i), r++);
+      if (instr.scope == -1 && late[i]) out += "      " + instrLine(i, "") + "\n";
+    }
+    for (const KStore& store : k_.stores) {
+      out += "      b" + std::to_string(store.buffer) + "[" + ixText(store.index) +
+             "] = " + storeValue(store) + ";\n";
+    }
+    return out + "    }\n  }\n";
+  }
+
+  /// The workspace address of partial result `r` of slice `slice` of point p: 16 bytes, the
+  /// value, then the index of an arg reduction.
+  std::string partialAddress(const std::string& slice, int r) const {
+    return "lf_ws + (((lf_i64)p * " + std::to_string(split_) + " + " + slice + ") * " +
+           std::to_string(k_.reductions.size()) + " + " + std::to_string(r) + ") * 16";
+  }
+
+  /// Redefines a<at> (and x<at>) as the fold of every slice's partial, in slice order.
+  std::string foldPartials(int32_t at, int r) const {
+    const KReduction& reduction = k_.reductions[k_.instrs[at].ivalue];
+    const c10::ScalarType acc_type = accumulatorType(reduction);
+    const std::string type = detail::cudaComputeType(acc_type), i = std::to_string(at);
+    const std::string value = "*(volatile const " + type + "*)(" + partialAddress("j", r) + ")";
+    std::string out = "      a" + i + " = " + initValue(reduction.kind, acc_type) + ";\n";
+    out += "      for (int j = 0; j < " + std::to_string(split_) + "; ++j) {\n";
+    if (isArg(reduction)) {
+      const std::string max = reduction.kind == ReduceKind::kArgMax ? "true" : "false";
+      out += "        const " + type + " v = " + value + ";\n        const lf_i64 vi = *(volatile const lf_i64*)(" +
+             partialAddress("j", r) + " + 8);\n        if (j == 0 || lf_arg_takes(a" + i + ", x" + i +
+             ", v, vi, " + max + ")) { a" + i + " = v; x" + i + " = vi; }\n";
+    } else {
+      out += "        a" + i + " = " + opName(reduction.kind) + "::f(a" + i + ", (" + type + ")" +
+             value + ");\n";
+    }
+    return out + "      }\n";
+  }
+
+  /// For each instruction, whether it uses a reduction's result (directly or through others).
+  std::vector<bool> dependsOnReduction() const {
+    std::vector<bool> late(k_.instrs.size(), false);
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      late[i] = k_.instrs[i].op == KOp::kReduce;
+      for (int32_t arg : k_.instrs[i].args) late[i] = late[i] || late[arg];
+    }
+    return late;
+  }
+
   std::string sharedMemory() const {
     std::string out;
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
@@ -324,18 +545,29 @@ class CudaRenderer {
     return isArg(r) ? k_.instrs[r.body].dtype : r.dtype;
   }
 
-  std::string reductionLines(int32_t at) {
+  /// The fold of reduction instruction `at` over this lane's elements: all of them, or with
+  /// `split`, the elements [q<at>lo, q<at>hi) (Note [CUDA split reductions]).
+  std::string reductionLines(int32_t at, bool split = false) {
     int32_t k = static_cast<int32_t>(k_.instrs[at].ivalue);
     const KReduction& reduction = k_.reductions[k];
     c10::ScalarType acc_type = accumulatorType(reduction);
     std::string type = detail::cudaComputeType(acc_type);
     std::string acc = "a" + std::to_string(at), idx = "x" + std::to_string(at);
     std::string lane = group_ > 1 ? "lane" : "0";
-    std::string out = "    " + type + " " + acc + " = " + initValue(reduction.kind, acc_type) + ";\n";
-    if (isArg(reduction)) out += "    lf_i64 " + idx + " = " + lane + ";\n";
     int64_t count = numel(reduction.sizes);
+    std::string first = lane, end = std::to_string(count), out;
+    if (split) {
+      const std::string lo = "q" + std::to_string(at) + "lo", hi = "q" + std::to_string(at) + "hi";
+      const std::string n = std::to_string(count) + "LL", parts = std::to_string(split_);
+      out += "    const " + ix_ + " " + lo + " = (" + ix_ + ")(" + n + " * lf_s / " + parts +
+             "), " + hi + " = (" + ix_ + ")(" + n + " * (lf_s + 1) / " + parts + ");\n";
+      first = lo + " + " + lane;
+      end = hi;
+    }
+    out += "    " + type + " " + acc + " = " + initValue(reduction.kind, acc_type) + ";\n";
+    if (isArg(reduction)) out += "    lf_i64 " + idx + " = " + first + ";\n";
     if (count > 0) {
-      out += "    for (" + ix_ + " q = " + lane + "; q < " + std::to_string(count) + "; q += " +
+      out += "    for (" + ix_ + " q = " + first + "; q < " + end + "; q += " +
              std::to_string(group_) + ") {\n";
       std::vector<bool> vars(k_.domain.size(), false), rvars(reduction.sizes.size(), false);
       for (const KInstr& instr : k_.instrs) {
@@ -493,6 +725,7 @@ class CudaRenderer {
 
   const Kernel& k_;
   int group_ = 1;
+  int split_ = 1;
   std::string ix_ = "lf_i64";
   int lane_ = 0;
   const std::set<int32_t>* wide_ = nullptr;
@@ -500,16 +733,54 @@ class CudaRenderer {
 
 }  // namespace
 
-CudaSource renderCuda(const std::vector<const Kernel*>& kernels) {
+size_t cudaBatchTableWords(const CudaBatchShape& shape, size_t buffers, size_t params) {
+  return 2 + static_cast<size_t>(shape.capacity) * (2 + buffers + params);
+}
+
+size_t cudaBatchTableWord(const CudaBatchShape& shape, size_t field, size_t segment) {
+  LF_INTERNAL_ASSERT(segment < static_cast<size_t>(shape.capacity), "segment ", segment,
+                     " of a table of ", shape.capacity);
+  return 2 + field * static_cast<size_t>(shape.capacity) + segment;
+}
+
+CudaSource renderCuda(const std::vector<const Kernel*>& kernels,
+                      const std::vector<std::vector<const Kernel*>>& batches) {
   CudaSource result;
   result.source = "// codegen version " + std::to_string(kCudaCodegenVersion) + "\n";
   result.source += detail::cudaPrelude();
   std::set<std::string> names;
   for (const Kernel* kernel : kernels) {
-    LF_INTERNAL_ASSERT(kernel, "renderCuda of a null kernel");
+    if (!kernel) {
+      result.kernels.emplace_back();
+      continue;
+    }
     LF_INTERNAL_ASSERT(names.insert(kernel->name).second, "two kernels named ", kernel->name);
     result.source += "\n";
     result.kernels.push_back(CudaRenderer(*kernel).render(result.source));
+  }
+  for (size_t g = 0; g < batches.size(); ++g) {
+    const std::vector<const Kernel*>& members = batches[g];
+    LF_INTERNAL_ASSERT(members.size() >= 2 && members[0], "a kernel batch of ", members.size());
+    // The template: the first member over the largest point count, every flat index v0.
+    Kernel shared = *members[0];
+    int64_t points = 1;
+    for (const Kernel* member : members) points = std::max(points, domainNumel(*member));
+    const std::string flat = ixText(ixFlatIndex(shared.domain));
+    auto normalize = [&](IxPtr& index) {
+      if (ixText(index) == flat) index = ixVar(0);
+    };
+    for (KInstr& instr : shared.instrs) {
+      if (instr.op == KOp::kLoad || instr.op == KOp::kIndex) normalize(instr.index);
+    }
+    for (KStore& store : shared.stores) normalize(store.index);
+    shared.domain = {points};
+    shared.name = "lf_batch" + std::to_string(g);
+    LF_INTERNAL_ASSERT(names.insert(shared.name).second, "two kernels named ", shared.name);
+    const size_t per_segment = 8 * (2 + shared.buffers.size() + shared.params.size());
+    const size_t fit = (kBatchTableBytes - 16) / per_segment;
+    const int capacity = static_cast<int>(std::max<size_t>(1, std::min(fit, members.size())));
+    result.source += "\n";
+    result.batches.push_back(CudaRenderer(shared).renderBatch(result.source, shared.name, capacity));
   }
   return result;
 }

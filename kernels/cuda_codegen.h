@@ -13,7 +13,7 @@ namespace lazyfuse {
 
 /// Bumped whenever the rendered code changes for the same kernel IR; part of the cubin cache
 /// key. See Note [CUDA kernel cache key].
-constexpr int kCudaCodegenVersion = 2;
+constexpr int kCudaCodegenVersion = 3;
 
 /// How to launch one rendered kernel. Its parameters are, in order: one pointer per kernel
 /// buffer (its storage type), then one value per kernel parameter (`long long`, or `double`
@@ -30,15 +30,43 @@ struct CudaLaunchShape {
   /// addresses is a multiple of 4 elements. Empty when the kernel has none.
   std::string vector_name;
   std::vector<int32_t> vector_buffers;
+  /// A split reduction (Note [CUDA split reductions]) when > 1: the kernel takes two more
+  /// pointers, a workspace of `workspace` bytes and `split_blocks` zeroed 32-bit counters, and
+  /// runs split_blocks * split blocks exactly.
+  int split = 1;
+  int64_t split_blocks = 0;
+  int64_t workspace = 0;
 };
+
+/// How to launch the kernel of a kernel batch (Note [CUDA kernel batches]). Its one parameter is
+/// a table of 64-bit words passed by value: [segments, blocks, n[capacity],
+/// first[capacity], then one array of `capacity` per buffer (addresses) and per parameter
+/// (lf_i64, or the bits of a double)], where segment s is a member of the batch with n[s] points
+/// whose chunks are the blocks first[s] ..; a launch runs `blocks` blocks of `block` threads.
+struct CudaBatchShape {
+  std::string name;
+  std::string vector_name;  // the 4-wide variant: every buffer in vector_buffers 4-aligned
+  std::vector<int32_t> vector_buffers;
+  int capacity = 1;   // segments one launch takes
+  int64_t chunk = 0;  // points per block
+  int block = 256;
+};
+
+/// Words of the table of a batch kernel (see CudaBatchShape) and the index of one of its words.
+size_t cudaBatchTableWords(const CudaBatchShape& shape, size_t buffers, size_t params);
+size_t cudaBatchTableWord(const CudaBatchShape& shape, size_t field, size_t segment);
 
 struct CudaSource {
   std::string source;
   std::vector<CudaLaunchShape> kernels;  // in the order of the kernels rendered
+  std::vector<CudaBatchShape> batches;   // in the order of the batches rendered
 };
 
-/// CUDA C++ defining one `extern "C" __global__` function per kernel (and its vector variant).
-/// The same kernels always render byte-identical text.
-CudaSource renderCuda(const std::vector<const Kernel*>& kernels);
+/// CUDA C++ defining one `extern "C" __global__` function per kernel (and its vector variant)
+/// and one per kernel batch (its members, kernels of one batchKey); a null kernel renders
+/// nothing (the member of a batch) and gets an empty shape. The same input always renders
+/// byte-identical text.
+CudaSource renderCuda(const std::vector<const Kernel*>& kernels,
+                      const std::vector<std::vector<const Kernel*>>& batches = {});
 
 }  // namespace lazyfuse

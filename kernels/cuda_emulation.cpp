@@ -37,6 +37,7 @@ const char* const kShim = R"LF(// lazyfuse CUDA emulation shim
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
+#define __grid_constant__
 #define __shared__ static
 struct lf_emu_dim3 { unsigned x, y, z; };
 static thread_local lf_emu_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0};
@@ -44,6 +45,10 @@ static lf_emu_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 static pthread_barrier_t lf_emu_block_barrier, lf_emu_warp_barrier[32];
 static unsigned long long lf_emu_slot[1024];
 static inline void __syncthreads() { pthread_barrier_wait(&lf_emu_block_barrier); }
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline unsigned atomicAdd(unsigned* at, unsigned v) {
+  return __atomic_fetch_add(at, v, __ATOMIC_SEQ_CST);
+}
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
@@ -98,7 +103,7 @@ template <class F> static void lf_emu_launch(lf_emu_runner runner, unsigned grid
 
 /// `extern "C" void lf_emu_<name>(unsigned grid, void** args)` calling kernel `name` with the
 /// launch arguments unpacked as cuLaunchKernel would.
-std::string launcher(const Kernel& kernel, const std::string& name, int block) {
+std::string launcher(const Kernel& kernel, const CudaLaunchShape& shape, const std::string& name) {
   std::string call = name + "(";
   size_t arg = 0;
   for (const KBuffer& buffer : kernel.buffers) {
@@ -112,9 +117,22 @@ std::string launcher(const Kernel& kernel, const std::string& name, int block) {
             std::to_string(arg) + "]";
     ++arg;
   }
+  if (shape.split > 1) {  // the workspace and the counters of a split reduction
+    call += std::string(arg ? ", " : "") + "*(unsigned char**)args[" + std::to_string(arg) +
+            "], *(unsigned int**)args[" + std::to_string(arg + 1) + "]";
+  }
   return "extern \"C\" void lf_emu_" + name +
          "(lf_emu_runner runner, unsigned grid, void** args) {\n  lf_emu_launch(runner, grid, " +
-         std::to_string(block) + ", [args] { " + call + "); });\n}\n";
+         std::to_string(shape.block) + ", [args] { " + call + "); });\n}\n";
+}
+
+/// `extern "C" void lf_emu_<name>(unsigned grid, void** args)` calling the kernel `name` of a
+/// batch with its table, args[0].
+std::string batchLauncher(const std::string& name, const std::string& table, int block) {
+  return "extern \"C\" void lf_emu_" + name +
+         "(lf_emu_runner runner, unsigned grid, void** args) {\n  lf_emu_launch(runner, grid, " +
+         std::to_string(block) + ", [args] { " + name + "(*(const lf_tab_" + table +
+         "*)args[0]); });\n}\n";
 }
 
 /// The threads emulated blocks run on: made once, reused by every launch (launches are
@@ -172,16 +190,25 @@ class BlockThreads {
 }  // namespace
 
 std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
-    const std::vector<const Kernel*>& kernels, std::string& error, bool& disk_hit) {
-  CudaSource rendered = renderCuda(kernels);
+    const std::vector<const Kernel*>& kernels,
+    const std::vector<std::vector<const Kernel*>>& batches, std::string& error, bool& disk_hit) {
+  CudaSource rendered = renderCuda(kernels, batches);
   std::string source = std::string(kShim) + rendered.source + "\n";
   std::vector<std::string> names;
   for (size_t i = 0; i < kernels.size(); ++i) {
     const CudaLaunchShape& shape = rendered.kernels[i];
-    source += launcher(*kernels[i], shape.name, shape.block);
+    if (!kernels[i]) continue;
+    source += launcher(*kernels[i], shape, shape.name);
     names.push_back("lf_emu_" + shape.name);
     if (shape.vector_name.empty()) continue;
-    source += launcher(*kernels[i], shape.vector_name, shape.block);
+    source += launcher(*kernels[i], shape, shape.vector_name);
+    names.push_back("lf_emu_" + shape.vector_name);
+  }
+  for (const CudaBatchShape& shape : rendered.batches) {
+    source += batchLauncher(shape.name, shape.name, shape.block);
+    names.push_back("lf_emu_" + shape.name);
+    if (shape.vector_name.empty()) continue;
+    source += batchLauncher(shape.vector_name, shape.name, shape.block);
     names.push_back("lf_emu_" + shape.vector_name);
   }
   CpuCompileResult compiled = compileCpp(source, names);
@@ -193,14 +220,26 @@ std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
   auto module = std::make_shared<CudaEmulatedModule>();
   module->module = compiled.module;
   size_t next = 0;
-  for (const CudaLaunchShape& shape : rendered.kernels) {
+  auto take = [&](const std::string& name) {
+    return name.empty() ? nullptr
+                        : reinterpret_cast<CudaEmulatedFn>(compiled.module->functions.at(next++));
+  };
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const CudaLaunchShape& shape = rendered.kernels[i];
     CudaEmulatedKernel k;
     k.shape = shape;
-    k.function = reinterpret_cast<CudaEmulatedFn>(compiled.module->functions.at(next++));
-    if (!shape.vector_name.empty()) {
-      k.vector_function = reinterpret_cast<CudaEmulatedFn>(compiled.module->functions.at(next++));
+    if (kernels[i]) {
+      k.function = take(shape.name);
+      k.vector_function = take(shape.vector_name);
     }
     module->kernels.push_back(k);
+  }
+  for (const CudaBatchShape& shape : rendered.batches) {
+    CudaEmulatedBatch g;
+    g.shape = shape;
+    g.function = take(shape.name);
+    g.vector_function = take(shape.vector_name);
+    module->batches.push_back(g);
   }
   return module;
 }
@@ -216,8 +255,26 @@ void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& m
                      k.shape.block, " threads");
   std::lock_guard<std::mutex> guard(BlockThreads::launchMutex());
   (launch.vector ? k.vector_function : k.function)(
-      &BlockThreads::run, cudaGridFor(launch.points, k.shape, kEmulatedMaxBlocks),
+      &BlockThreads::run, cudaGridFor(launch, k.shape, kEmulatedMaxBlocks),
       launch.args.data());
+}
+
+size_t runEmulatedCudaBatch(const ExecutionPlan& plan, size_t batch,
+                            const CudaEmulatedModule& module, const Graph& graph,
+                            PlanValues& values) {
+  const CudaEmulatedBatch& g = module.batches.at(batch);
+  std::vector<CudaBatchLaunch> launches =
+      prepareCudaBatchLaunches(plan, plan.batches.at(batch), g.shape, graph, values,
+                               c10::Device(c10::DeviceType::CPU));
+  LF_INTERNAL_ASSERT(g.shape.block <= static_cast<int>(kEmulatedBlock), "blocks of ",
+                     g.shape.block, " threads");
+  std::lock_guard<std::mutex> guard(BlockThreads::launchMutex());
+  for (CudaBatchLaunch& launch : launches) {
+    void* table = launch.table.data();
+    (launch.vector ? g.vector_function : g.function)(
+        &BlockThreads::run, static_cast<unsigned>(launch.blocks), &table);
+  }
+  return launches.size();
 }
 
 }  // namespace lazyfuse

@@ -24,18 +24,32 @@ struct CudaEmulatedKernel {
   CudaLaunchShape shape;
 };
 
+struct CudaEmulatedBatch {
+  CudaEmulatedFn function = nullptr;
+  CudaEmulatedFn vector_function = nullptr;  // null when the batch has no 4-wide variant
+  CudaBatchShape shape;
+};
+
 struct CudaEmulatedModule {
   std::shared_ptr<const CpuModule> module;  // keeps the shared object loaded
   std::vector<CudaEmulatedKernel> kernels;  // in the order of the kernels rendered
+  std::vector<CudaEmulatedBatch> batches;   // in the order of the batches rendered
 };
 
-/// The emulated module of `kernels` (rendered as for a GPU), or null with `error` set;
-/// `disk_hit` says whether it came from the disk cache.
+/// The emulated module of `kernels` and `batches` (rendered as renderCuda does), or null with
+/// `error` set; `disk_hit` says whether it came from the disk cache.
 std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
-    const std::vector<const Kernel*>& kernels, std::string& error, bool& disk_hit);
+    const std::vector<const Kernel*>& kernels,
+    const std::vector<std::vector<const Kernel*>>& batches, std::string& error, bool& disk_hit);
 
 /// Runs kernel `index` of `module` (the compiled `fused`) over the plan's values on the CPU.
 void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& module,
                            size_t index, const Graph& graph, PlanValues& values);
+
+/// Runs kernel batch `batch` of `plan` (the compiled module.batches[batch]) on the CPU; returns
+/// the number of launches.
+size_t runEmulatedCudaBatch(const ExecutionPlan& plan, size_t batch,
+                            const CudaEmulatedModule& module, const Graph& graph,
+                            PlanValues& values);
 
 }  // namespace lazyfuse

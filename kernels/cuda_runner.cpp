@@ -3,12 +3,15 @@
 #include "kernels/cuda_api.h"
 #include "lazy_ir/check.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 
 namespace lazyfuse {
@@ -48,6 +51,34 @@ at::Tensor& bufferSlot(const BufferBinding& b, const Graph& graph, PlanValues& v
   return outputs.at(b.value.index);
 }
 
+/// The address of each buffer of `fused`, its outputs allocated on `device` first.
+std::vector<void*> kernelPointers(const FusedKernel& fused, const Graph& graph,
+                                  PlanValues& values, c10::Device device) {
+  std::vector<void*> pointers(fused.buffers.size(), nullptr);
+  for (size_t i = 0; i < fused.buffers.size(); ++i) {
+    const BufferBinding& b = fused.buffers[i];
+    at::Tensor& slot = bufferSlot(b, graph, values);
+    if (fused.kernel.buffers[i].output) {
+      slot = at::empty_strided(b.meta.sizes, b.meta.strides,
+                               at::TensorOptions().dtype(b.meta.dtype).device(device));
+    }
+    LF_INTERNAL_ASSERT(slot.defined() && slot.device() == device, "kernel ", fused.kernel.name,
+                       " reads a buffer that is not on ", device);
+    pointers[i] = slot.data_ptr();
+  }
+  return pointers;
+}
+
+/// True when every buffer of `wide` in `pointers` is aligned to 4 of its elements.
+bool alignedForVector(const Kernel& kernel, const std::vector<int32_t>& wide,
+                      const std::vector<void*>& pointers) {
+  for (int32_t b : wide) {
+    const size_t bytes = 4 * c10::elementSize(kernel.buffers[b].dtype);
+    if (reinterpret_cast<uintptr_t>(pointers[b]) % bytes != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int cudaArch(c10::Device device) {
@@ -57,8 +88,7 @@ int cudaArch(c10::Device device) {
 }
 
 std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary,
-                                                 const std::vector<CudaLaunchShape>& shapes,
-                                                 c10::Device device) {
+                                                 const CudaSource& source, c10::Device device) {
   const CudaDriverApi& api = driver();
   c10::DeviceGuard guard(device);
   makeContextCurrent(api, device);
@@ -68,21 +98,28 @@ std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary,
   auto result = std::make_shared<CudaModule>();
   result->device = device;
   result->module = module;
-  for (const CudaLaunchShape& shape : shapes) {
+  auto function = [&](const std::string& name) -> void* {
+    if (name.empty()) return nullptr;
+    CuFunction f = nullptr;
+    LF_CU_CHECK(api, cuModuleGetFunction(&f, module, name.c_str()));
+    return f;
+  };
+  for (const CudaLaunchShape& shape : source.kernels) {
     CudaKernelHandle handle;
     handle.shape = shape;
-    CuFunction function = nullptr;
-    LF_CU_CHECK(api, cuModuleGetFunction(&function, module, shape.name.c_str()));
-    handle.function = function;
-    if (!shape.vector_name.empty()) {
-      CuFunction vector_function = nullptr;
-      LF_CU_CHECK(api, cuModuleGetFunction(&vector_function, module, shape.vector_name.c_str()));
-      handle.vector_function = vector_function;
+    handle.function = function(shape.name);
+    handle.vector_function = function(shape.vector_name);
+    if (handle.function) {
+      int per_sm = 0;
+      LF_CU_CHECK(api, cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                           &per_sm, static_cast<CuFunction>(handle.function), shape.block, 0));
+      handle.max_blocks = std::max(1, per_sm) * std::max(1, sms);
     }
-    int per_sm = 0;
-    LF_CU_CHECK(api, cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, function, shape.block, 0));
-    handle.max_blocks = std::max(1, per_sm) * std::max(1, sms);
     result->kernels.push_back(std::move(handle));
+  }
+  for (const CudaBatchShape& shape : source.batches) {
+    result->batches.push_back(
+        CudaBatchHandle{function(shape.name), function(shape.vector_name), shape});
   }
   return result;
 }
@@ -97,18 +134,7 @@ void prepareCudaLaunch(const FusedKernel& fused, const CudaLaunchShape& shape, b
                        const Graph& graph, PlanValues& values, c10::Device device,
                        CudaLaunchArgs& launch) {
   const size_t num_buffers = fused.buffers.size(), num_params = fused.params.size();
-  launch.pointers.assign(num_buffers, nullptr);
-  for (size_t i = 0; i < num_buffers; ++i) {
-    const BufferBinding& b = fused.buffers[i];
-    at::Tensor& slot = bufferSlot(b, graph, values);
-    if (fused.kernel.buffers[i].output) {
-      slot = at::empty_strided(b.meta.sizes, b.meta.strides,
-                               at::TensorOptions().dtype(b.meta.dtype).device(device));
-    }
-    LF_INTERNAL_ASSERT(slot.defined() && slot.device() == device, "kernel ", fused.kernel.name,
-                       " reads a buffer that is not on ", device);
-    launch.pointers[i] = slot.data_ptr();
-  }
+  launch.pointers = kernelPointers(fused, graph, values, device);
   launch.ints.assign(num_params, 0);
   launch.floats.assign(num_params, 0);
   launch.args.clear();
@@ -124,12 +150,86 @@ void prepareCudaLaunch(const FusedKernel& fused, const CudaLaunchShape& shape, b
       launch.args.push_back(&launch.ints[p]);
     }
   }
-  launch.vector = has_vector;
-  for (int32_t b : shape.vector_buffers) {
-    const size_t bytes = 4 * c10::elementSize(fused.kernel.buffers[b].dtype);
-    launch.vector = launch.vector && reinterpret_cast<uintptr_t>(launch.pointers[b]) % bytes == 0;
-  }
+  launch.vector = has_vector && alignedForVector(fused.kernel, shape.vector_buffers, launch.pointers);
   launch.points = launch.vector ? shape.points / 4 : shape.points;
+  if (shape.split > 1) {
+    launch.workspace = at::empty({shape.workspace}, at::TensorOptions().dtype(at::kByte).device(device));
+    launch.counters =
+        at::zeros({shape.split_blocks}, at::TensorOptions().dtype(at::kInt).device(device));
+    launch.split_pointers[0] = launch.workspace.data_ptr();
+    launch.split_pointers[1] = launch.counters.data_ptr();
+    launch.args.push_back(&launch.split_pointers[0]);
+    launch.args.push_back(&launch.split_pointers[1]);
+  }
+}
+
+unsigned cudaGridFor(const CudaLaunchArgs& launch, const CudaLaunchShape& shape, int max_blocks) {
+  if (shape.split > 1) return static_cast<unsigned>(shape.split_blocks * shape.split);
+  return cudaGridFor(launch.points, shape, max_blocks);
+}
+
+std::vector<CudaBatchLaunch> prepareCudaBatchLaunches(const ExecutionPlan& plan,
+                                                      const KernelBatch& batch,
+                                                      const CudaBatchShape& shape,
+                                                      const Graph& graph, PlanValues& values,
+                                                      c10::Device device) {
+  std::vector<CudaBatchLaunch> launches;
+  const size_t capacity = static_cast<size_t>(shape.capacity);
+  for (size_t first = 0; first < batch.kernels.size(); first += capacity) {
+    const size_t count = std::min(capacity, batch.kernels.size() - first);
+    CudaBatchLaunch launch;
+    launch.vector = !shape.vector_name.empty();
+    for (size_t s = 0; s < count; ++s) {
+      const FusedKernel& fused = plan.kernels.at(batch.kernels[first + s]);
+      const size_t num_buffers = fused.buffers.size();
+      if (launch.table.empty()) {
+        launch.table.assign(cudaBatchTableWords(shape, num_buffers, fused.params.size()), 0);
+      }
+      const int64_t n = domainNumel(fused.kernel);
+      launch.table[cudaBatchTableWord(shape, 0, s)] = n;
+      launch.table[cudaBatchTableWord(shape, 1, s)] = launch.blocks;
+      launch.blocks += (n + shape.chunk - 1) / shape.chunk;
+      const std::vector<void*> pointers = kernelPointers(fused, graph, values, device);
+      for (size_t b = 0; b < num_buffers; ++b) {
+        launch.table[cudaBatchTableWord(shape, 2 + b, s)] =
+            static_cast<int64_t>(reinterpret_cast<uintptr_t>(pointers[b]));
+      }
+      for (size_t p = 0; p < fused.params.size(); ++p) {
+        const c10::Scalar value = paramValue(graph, fused.params[p]);
+        int64_t word = value.toLong();
+        if (fused.params[p].floating) {
+          const double d = value.toDouble();
+          std::memcpy(&word, &d, sizeof(word));
+        }
+        launch.table[cudaBatchTableWord(shape, 2 + num_buffers + p, s)] = word;
+      }
+      launch.vector = launch.vector && alignedForVector(fused.kernel, shape.vector_buffers, pointers);
+    }
+    launch.table[0] = static_cast<int64_t>(count);
+    launch.table[1] = launch.blocks;
+    launches.push_back(std::move(launch));
+  }
+  return launches;
+}
+
+void runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& module,
+                  const Graph& graph, PlanValues& values) {
+  const CudaBatchHandle& g = module.batches.at(batch);
+  std::vector<CudaBatchLaunch> launches = prepareCudaBatchLaunches(
+      plan, plan.batches.at(batch), g.shape, graph, values, module.device);
+  c10::Stream stream =
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(module.device);
+  const CudaDriverApi& api = driver();
+  c10::DeviceGuard guard(module.device);
+  makeContextCurrent(api, module.device);
+  for (CudaBatchLaunch& launch : launches) {
+    void* table = launch.table.data();
+    void* function = launch.vector ? g.vector_function : g.function;
+    LF_CU_CHECK(api, cuLaunchKernel(static_cast<CuFunction>(function),
+                                    static_cast<unsigned>(launch.blocks), 1, 1,
+                                    static_cast<unsigned>(g.shape.block), 1, 1, 0,
+                                    static_cast<CuStream>(stream.native_handle()), &table, nullptr));
+  }
 }
 
 void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t index,
@@ -146,7 +246,7 @@ void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t in
   c10::DeviceGuard guard(module.device);
   makeContextCurrent(api, module.device);
   LF_CU_CHECK(api, cuLaunchKernel(static_cast<CuFunction>(function),
-                                  cudaGridFor(launch.points, k.shape, k.max_blocks), 1, 1,
+                                  cudaGridFor(launch, k.shape, k.max_blocks), 1, 1,
                                   static_cast<unsigned>(k.shape.block), 1, 1, 0,
                                   static_cast<CuStream>(stream.native_handle()),
                                   launch.args.data(), nullptr));

@@ -140,7 +140,7 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
 }
 
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
-                                const KernelLauncher& launch) {
+                                const KernelLauncher& launch, const BatchLauncher& launch_batch) {
   LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
   LF_INTERNAL_ASSERT(plan.kernels.empty() || launch, "plan run without its kernels");
   // Real tensors need no autograd here: lazy autograd already recorded the backward ops.
@@ -155,6 +155,12 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
   for (const PlanStep& step : plan.steps) {
     if (step.kind == StepKind::kFusedKernel) {
       launch(static_cast<size_t>(step.kernel), graph, values);
+    } else if (step.kind == StepKind::kKernelBatch && launch_batch) {
+      launch_batch(static_cast<size_t>(step.batch), graph, values);
+    } else if (step.kind == StepKind::kKernelBatch) {
+      for (int32_t k : plan.batches.at(step.batch).kernels) {
+        launch(static_cast<size_t>(k), graph, values);
+      }
     } else {
       runner.run(step.position);
     }

@@ -23,10 +23,15 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
 /// Runs fused kernel `index` of a plan (compiled for some target) over the plan's values.
 using KernelLauncher = std::function<void(size_t index, const Graph& graph, PlanValues& values)>;
 
+/// Runs kernel batch `index` of a plan as one launch (see Note [Kernel batches]).
+using BatchLauncher = std::function<void(size_t index, const Graph& graph, PlanValues& values)>;
+
 /// runPlan with the fused kernel steps run by `launch` (which may be empty for a plan without
-/// fused kernels).
+/// fused kernels) and the kernel batches by `launch_batch`, or member by member by `launch`
+/// when `launch_batch` is empty.
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
-                                const KernelLauncher& launch);
+                                const KernelLauncher& launch,
+                                const BatchLauncher& launch_batch = {});
 
 /// A tensor with exactly `meta`'s sizes and strides holding `tensor`'s values; `tensor` itself
 /// when its layout already matches.

@@ -24,8 +24,12 @@ std::vector<uint32_t> stepValues(const Graph& graph, const ExecutionPlan& plan,
     for (const NodeRef& ref : graph.inputsOf(step.position)) positions.push_back(ref.position);
     return positions;
   }
-  for (const BufferBinding& b : plan.kernels.at(step.kernel).buffers) {
-    if (!b.temp) positions.push_back(b.value.position);
+  std::vector<int32_t> kernels = {step.kernel};
+  if (step.kind == StepKind::kKernelBatch) kernels = plan.batches.at(step.batch).kernels;
+  for (int32_t k : kernels) {
+    for (const BufferBinding& b : plan.kernels.at(k).buffers) {
+      if (!b.temp) positions.push_back(b.value.position);
+    }
   }
   return positions;
 }

@@ -15,6 +15,7 @@ namespace lazyfuse {
 enum class StepKind : uint8_t {
   kExternCall,   // run the ATen kernel of the node at `position` on the hardware device
   kFusedKernel,  // run kernels[kernel]
+  kKernelBatch,  // run the kernels of batches[batch], independent of each other, in any order
 };
 
 /// What one kernel buffer is at run time: a graph value (node output) or a plan temporary.
@@ -41,10 +42,17 @@ struct FusedKernel {
   int64_t grain = 1;                   // points per task when split across threads
 };
 
+/// Kernels that differ only in their sizes and in which buffers and parameters they bind: on a
+/// GPU they run as one multi-tensor launch. See Note [Kernel batches].
+struct KernelBatch {
+  std::vector<int32_t> kernels;  // indices into ExecutionPlan::kernels, at least two
+};
+
 struct PlanStep {
   StepKind kind = StepKind::kExternCall;
   uint32_t position = 0;  // kExternCall
   int32_t kernel = -1;    // kFusedKernel
+  int32_t batch = -1;     // kKernelBatch
   /// Node positions whose buffers are dead after this step (last use, not a graph output).
   std::vector<uint32_t> release_after;
 };
@@ -54,6 +62,7 @@ struct ExecutionPlan {
   uint32_t num_nodes = 0;
   std::vector<PlanStep> steps;
   std::vector<FusedKernel> kernels;
+  std::vector<KernelBatch> batches;
   int32_t num_temps = 0;
 };
 

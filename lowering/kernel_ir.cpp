@@ -188,6 +188,18 @@ IxPtr ixOffset(const std::vector<IxPtr>& index, const std::vector<int64_t>& stri
   return offset;
 }
 
+IxPtr ixFlatIndex(const std::vector<int64_t>& domain) {
+  std::vector<IxPtr> vars;
+  std::vector<int64_t> strides(domain.size());
+  int64_t stride = 1;
+  for (size_t d = domain.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= domain[d];
+  }
+  for (size_t d = 0; d < domain.size(); ++d) vars.push_back(ixVar(static_cast<int>(d)));
+  return ixOffset(vars, strides);
+}
+
 int64_t domainNumel(const Kernel& kernel) {
   int64_t numel = 1;
   for (int64_t size : kernel.domain) numel *= size;

@@ -57,6 +57,8 @@ std::string ixText(const IxPtr& ix);
 bool ixUsesRVar(const IxPtr& ix);
 /// Marks in `vars` (`rvars`) the variables v<d> (r<d>) that `ix` uses; each must be in range.
 void ixCollectVars(const IxPtr& ix, std::vector<bool>& vars, std::vector<bool>& rvars);
+/// The row-major flat index of the point (v0, v1, ...) of `domain`.
+IxPtr ixFlatIndex(const std::vector<int64_t>& domain);
 /// sum(index[d] * strides[d]).
 IxPtr ixOffset(const std::vector<IxPtr>& index, const std::vector<int64_t>& strides);
 

@@ -13,6 +13,14 @@ bool scheduleExternCalls(const Graph& graph, ExecutionPlan& plan);
 /// feeds an extern step, or is read by another kernel. See Note [Fusion partitioning].
 bool partitionGraph(const Graph& graph, ExecutionPlan& plan);
 
+/// Gathers independent fused kernels that differ only in sizes and bindings into kernel batches
+/// (Note [Kernel batches]), reordering kernel steps between extern steps where dependencies
+/// allow. Run before computeLifetimes.
+bool batchKernels(const Graph& graph, ExecutionPlan& plan);
+/// What the kernels of one batch have in common (equal for kernels that may batch), or "" for
+/// a kernel that cannot be in a batch. See Note [Kernel batches].
+std::string batchKey(const Kernel& kernel);
+
 /// Fills `release_after` so every intermediate buffer is dropped after its last use. Afterwards
 /// each node position that is neither device data nor a graph output is released exactly once.
 bool computeLifetimes(const Graph& graph, ExecutionPlan& plan);

@@ -4,12 +4,13 @@
 
 namespace lazyfuse {
 
-ExecutionPlan lowerGraph(const Graph& graph, bool fuse) {
+ExecutionPlan lowerGraph(const Graph& graph, bool fuse, bool batch) {
   ExecutionPlan plan;
   plan.graph_hash = graph.hash();
   plan.num_nodes = static_cast<uint32_t>(graph.nodes().size());
   if (fuse) {
     partitionGraph(graph, plan);
+    if (batch) batchKernels(graph, plan);
   } else {
     scheduleExternCalls(graph, plan);
   }

@@ -5,7 +5,8 @@
 namespace lazyfuse {
 
 /// Lowers a graph into a plan by running the passes of lowering/pipeline.cpp in order: fused
-/// kernels plus extern calls when `fuse`, else one extern call per ATen node.
-ExecutionPlan lowerGraph(const Graph& graph, bool fuse = false);
+/// kernels plus extern calls when `fuse`, else one extern call per ATen node; `batch` gathers
+/// fused kernels into multi-tensor batches (Note [Kernel batches]), for targets that launch them.
+ExecutionPlan lowerGraph(const Graph& graph, bool fuse = false, bool batch = false);
 
 }  // namespace lazyfuse

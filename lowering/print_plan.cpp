@@ -20,12 +20,32 @@ void printSizes(std::ostream& out, const std::vector<int64_t>& sizes) {
   out << "]";
 }
 
+void printKernel(std::ostream& out, const FusedKernel& k) {
+  out << "kernel " << k.kernel.name << " over ";
+  printSizes(out, k.kernel.domain);
+  out << ", " << k.kernel.reductions.size() << " reductions, reads";
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    if (k.kernel.buffers[i].output) continue;
+    out << " ";
+    printBinding(out, k.buffers[i]);
+  }
+  out << ", writes";
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    if (!k.kernel.buffers[i].output) continue;
+    out << " ";
+    printBinding(out, k.buffers[i]);
+  }
+  out << "\n";
+}
+
 }  // namespace
 
 std::string printPlan(const Graph& graph, const ExecutionPlan& plan) {
   std::ostringstream out;
   out << "plan(graph=0x" << std::hex << plan.graph_hash << std::dec << ", steps="
-      << plan.steps.size() << ", kernels=" << plan.kernels.size() << ")\n";
+      << plan.steps.size() << ", kernels=" << plan.kernels.size();
+  if (!plan.batches.empty()) out << ", batches=" << plan.batches.size();
+  out << ")\n";
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const PlanStep& step = plan.steps[s];
     out << "  " << s << ": ";
@@ -33,22 +53,16 @@ std::string printPlan(const Graph& graph, const ExecutionPlan& plan) {
       out << "extern %" << step.position << " = " << graph.nodes()[step.position]->opName() << "\n";
       continue;
     }
-    const FusedKernel& k = plan.kernels[step.kernel];
-    out << "kernel " << k.kernel.name << " over ";
-    printSizes(out, k.kernel.domain);
-    out << ", " << k.kernel.reductions.size() << " reductions, reads";
-    for (size_t i = 0; i < k.buffers.size(); ++i) {
-      if (k.kernel.buffers[i].output) continue;
-      out << " ";
-      printBinding(out, k.buffers[i]);
+    if (step.kind == StepKind::kKernelBatch) {
+      const KernelBatch& batch = plan.batches[step.batch];
+      out << "batch of " << batch.kernels.size() << " kernels\n";
+      for (int32_t k : batch.kernels) {
+        out << "       ";
+        printKernel(out, plan.kernels[k]);
+      }
+      continue;
     }
-    out << ", writes";
-    for (size_t i = 0; i < k.buffers.size(); ++i) {
-      if (!k.kernel.buffers[i].output) continue;
-      out << " ";
-      printBinding(out, k.buffers[i]);
-    }
-    out << "\n";
+    printKernel(out, plan.kernels[step.kernel]);
   }
   return out.str();
 }

@@ -239,6 +239,13 @@ TEST_F(CudaCodegenTest, SchedulesFollowTheReductionLength) {
   EXPECT_EQ(source.kernels[2].group, 32);
   EXPECT_EQ(source.kernels[3].group, 256);
   EXPECT_EQ(source.kernels[4].group, 1) << "a reduction over a leading dim reads across points";
+  // Few blocks for the work: split (Note [CUDA split reductions]).
+  EXPECT_EQ(source.kernels[2].split, 1) << "rows of 1000 by warps";
+  EXPECT_EQ(source.kernels[3].split, 2) << "64 rows of 20000: 2 blocks of 10000 each";
+  EXPECT_EQ(source.kernels[3].split_blocks, 64);
+  EXPECT_EQ(source.kernels[3].workspace, 64 * 2 * 16);
+  EXPECT_EQ(source.kernels[4].split, 31) << "16 blocks of 256 columns, 31 slices of the rows";
+  EXPECT_EQ(source.kernels[4].split_blocks, 16);
   EXPECT_EQ(source.kernels[5].vector_name, "scale_v4");
   EXPECT_EQ(source.kernels[5].vector_buffers, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(source.kernels[6].vector_name, "") << "4099 points do not split into fours";

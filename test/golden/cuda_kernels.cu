@@ -90,15 +90,20 @@ extern "C" __global__ void __launch_bounds__(256) short_row_sum(const int* __res
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256) row_argmin(const unsigned short* __restrict__ b0, lf_i64* __restrict__ b1) {
+extern "C" __global__ void __launch_bounds__(256) row_argmin(const unsigned short* __restrict__ b0, lf_i64* __restrict__ b1, unsigned char* __restrict__ lf_ws, unsigned int* __restrict__ lf_done) {
   __shared__ float s1[8];
   __shared__ lf_i64 si1[8];
-  const int lane = threadIdx.x % 256;
-  for (int p = (int)blockIdx.x * 1 + threadIdx.x / 256; p < 8; p += (int)gridDim.x * 1) {
+  __shared__ bool lf_last;
+  const int lf_pb = (int)(blockIdx.x / 2);
+  const int lf_s = (int)(blockIdx.x % 2);
+  const int lane = threadIdx.x;
+  const int p = lf_pb;
+  {
     const int v0 = p;
+    const int q1lo = (int)(20000LL * lf_s / 2), q1hi = (int)(20000LL * (lf_s + 1) / 2);
     float a1 = __int_as_float(0x7f800000);
-    lf_i64 x1 = lane;
-    for (int q = lane; q < 20000; q += 256) {
+    lf_i64 x1 = q1lo + lane;
+    for (int q = q1lo + lane; q < q1hi; q += 256) {
       const int r0 = q;
       const float t0 = (float)lf_h2f(b0[(v0 * 20000 + r0)]);
       const bool take = a1 == a1 && ((float)t0 != (float)t0 || (float)t0 < a1);
@@ -106,8 +111,24 @@ extern "C" __global__ void __launch_bounds__(256) row_argmin(const unsigned shor
       x1 = take ? (lf_i64)q : x1;
     }
     lf_group_arg<256>(a1, x1, false, s1, si1);
-    const lf_i64 t1 = (lf_i64)x1;
     if (lane == 0) {
+      *(float*)(lf_ws + (((lf_i64)p * 2 + lf_s) * 1 + 0) * 16) = a1;
+      *(lf_i64*)(lf_ws + (((lf_i64)p * 2 + lf_s) * 1 + 0) * 16 + 8) = x1;
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) lf_last = atomicAdd(&lf_done[lf_pb], 1u) == 2 - 1;
+    __syncthreads();
+    if (!lf_last) return;
+    __threadfence();
+    if (lane == 0) {
+      a1 = __int_as_float(0x7f800000);
+      for (int j = 0; j < 2; ++j) {
+        const float v = *(volatile const float*)(lf_ws + (((lf_i64)p * 2 + j) * 1 + 0) * 16);
+        const lf_i64 vi = *(volatile const lf_i64*)(lf_ws + (((lf_i64)p * 2 + j) * 1 + 0) * 16 + 8);
+        if (j == 0 || lf_arg_takes(a1, x1, v, vi, false)) { a1 = v; x1 = vi; }
+      }
+      const lf_i64 t1 = (lf_i64)x1;
       b1[v0] = (lf_i64)t1;
     }
   }

@@ -144,3 +144,100 @@ def test_dump_writes_the_cuda_source(tmp_path):
     assert abs(float(run.stdout) - 60.0) < 1e-4
     (source,) = tmp_path.glob("lazyfuse-kernels-*.cu")
     assert 'extern "C" __global__ void __launch_bounds__(256) lf_kernel_0(' in source.read_text()
+
+
+def optimizer_run(device, make_optimizer, shapes, steps):
+    """The parameters after `steps` training steps, and the metrics of the steps alone."""
+    torch.manual_seed(0)
+    params = [torch.randn(s).to(device).requires_grad_() for s in shapes]
+    optimizer = make_optimizer(params)
+    if device == "lazy":
+        lazyfuse.mark_step()
+    lazyfuse.reset_metrics()
+    for _ in range(steps):
+        loss = sum((p * p).sum() * (i % 7 + 1) for i, p in enumerate(params))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if device == "lazy":
+            lazyfuse.mark_step()
+    counters = lazyfuse.metrics()
+    return [p.detach().cpu() for p in params], counters
+
+
+# Sizes around the 4-wide width, a 0-dim and a 1-element tensor, several chunks of a block.
+BATCH_SHAPES = [(64, 3, 7, 7), (64,), (128, 64), (5000,), (3,), (), (1,), (4097,), (9000,)]
+
+
+@pytest.mark.parametrize("make_optimizer", [
+    lambda ps: torch.optim.Adam(ps, lr=0.01),
+    lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1),
+    lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+], ids=["adam", "adamw", "sgd_nesterov"])
+def test_optimizer_step_runs_its_per_tensor_kernels_as_one_batch(make_optimizer):
+    got, counters = optimizer_run("lazy", make_optimizer, BATCH_SHAPES, steps=3)
+    expected, _ = optimizer_run("cpu", make_optimizer, BATCH_SHAPES, steps=3)
+    torch.testing.assert_close(got, expected)
+    assert counters.get("FusionFallback", 0) == 0
+    assert counters.get("KernelBatchLaunches", 0) >= 3, counters
+    if lazyfuse.hardware_device() == "cpu":
+        # The kernels of one shape fuse; those of the other shapes run as one batch.
+        assert counters["CudaEmulatedLaunches"] <= 3 * 3, counters
+        assert counters["KernelsLaunched"] >= 3 * 6, counters
+
+
+def test_batch_larger_than_one_table_takes_several_launches():
+    # One Adam kernel per shape (9 buffers, 7 parameters): a 32000-byte table holds 222.
+    shapes = [(i + 1,) for i in range(240)]
+    make = lambda ps: torch.optim.Adam(ps, lr=0.01)  # noqa: E731
+    got, counters = optimizer_run("lazy", make, shapes, steps=1)
+    torch.testing.assert_close(got, optimizer_run("cpu", make, shapes, steps=1)[0])
+    assert counters.get("KernelBatchLaunches", 0) == 1, counters
+    if lazyfuse.hardware_device() == "cpu":
+        # The loss and gradient kernel, then the batch of 240 in two launches.
+        assert counters["CudaEmulatedLaunches"] == 3, counters
+
+
+def test_foreach_ops_of_mixed_dtypes_and_dependent_steps():
+    shapes = [(300,), (17, 5), (4100,), ()]
+
+    def fn(*xs):
+        half = [x.to(torch.bfloat16) for x in xs]
+        ys = torch._foreach_mul(list(xs), 3.0)
+        zs = torch._foreach_add(ys, [s.float() for s in torch._foreach_sigmoid(half)])
+        norms = [z.abs().sum() for z in zs]  # reductions between two batched steps
+        return torch._foreach_div(zs, norms) + torch._foreach_exp(half)
+
+    xs = [torch.randn(s) for s in shapes]
+    expected = fn(*xs)
+    lazyfuse.reset_metrics()
+    got = fn(*to_lazy(xs))
+    lazyfuse.mark_step()  # one graph: every output at once
+    counters = lazyfuse.metrics()
+    torch.testing.assert_close([t.cpu() for t in got], expected, rtol=2e-2, atol=1e-5)
+    assert counters.get("GraphsExecuted") == 1, counters
+    assert counters.get("KernelBatchLaunches", 0) >= 1, counters
+
+
+SPLIT_X = torch.randn(100003)
+SPLIT_X[5000] = float("nan")
+SPLIT_COLUMNS = torch.randn(4000, 2048)
+
+
+@pytest.mark.parametrize("fn, x, exact", [
+    (lambda t: t.sum(), SPLIT_X, False),
+    (lambda t: t.amax(), SPLIT_X, True),
+    (lambda t: t.argmax(), SPLIT_X, True),  # the NaN wins
+    (lambda t: torch.where(t.isnan(), 0, t).argmin(), SPLIT_X, True),
+    (lambda t: (torch.where(t.isnan(), 0, t) ** 2).mean() + 1, SPLIT_X, False),
+    (lambda t: t.sum(0), SPLIT_COLUMNS, False),
+    (lambda t: t.amax(0), SPLIT_COLUMNS, True),
+    (lambda t: t.argmax(0), SPLIT_COLUMNS, True),
+    (lambda t: t.reshape(-1, 40960)[:5].sum(1) * 2, SPLIT_COLUMNS, False),
+    (lambda t: torch.ones_like(t).argmax(), SPLIT_X, True),  # ties: the first index
+], ids=["sum", "amax", "argmax_nan", "argmin", "mean_epilogue", "columns_sum", "columns_amax",
+        "columns_argmax", "few_long_rows", "argmax_ties"])
+def test_reductions_to_few_values_split_across_blocks(fn, x, exact):
+    # Few outputs, long reductions: each output's blocks fold slices, the last one combines
+    # (Note [CUDA split reductions]).
+    check(fn, x, exact=exact, rtol=1e-4, atol=1e-3)
