@@ -137,7 +137,9 @@ example-cpp: install
 demo: build
 	$(PY) examples/train_mlp.py
 
+# matplotlib draws the benchmarks' charts; only the benchmarks need it.
 bench: build
+	$(PY) -c "import matplotlib" 2>/dev/null || $(PIP) install -q matplotlib
 	$(PY) bench/trace_overhead.py
 	$(PY) bench/fusion_cpu.py
 

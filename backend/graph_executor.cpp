@@ -53,10 +53,36 @@ std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
   return plan;
 }
 
+// Note [Renaming ops share their input's buffer]
+// The buffers behind lazy tensors are never written in place (functionalization turns every
+// mutation into a new value, and transfers copy), so an op that only renames its input
+// (detach_copy, alias_copy) may hand back the input's buffer when it already has the op's
+// layout. A sync whose every target is such an op of device data (`p.detach().cpu()`,
+// `model.state_dict()` saved to disk) therefore runs no plan: nothing to compile or copy.
+bool renamesDeviceData(const std::vector<Value>& roots, std::vector<at::Tensor>& buffers) {
+  for (const Value& root : roots) {
+    const Node& node = *root.node;
+    if (node.kind() != OpKind::kAten || node.inputs().size() != 1) return false;
+    const std::string name = node.opName();
+    if (name != "aten::detach_copy" && name != "aten::alias_copy") return false;
+    const Node& input = *node.inputs()[0].node;
+    if (input.kind() != OpKind::kDeviceData || !(TensorMeta::of(input.data()) == root.meta())) {
+      return false;
+    }
+    buffers.push_back(input.data());
+  }
+  return true;
+}
+
 /// Runs one graph computing the pending values of `targets` and stores the results in them.
 void runTargets(const std::vector<LazyData*>& targets) {
   std::vector<Value> roots;
   for (LazyData* target : targets) roots.push_back(target->pendingValue());
+  std::vector<at::Tensor> shared;
+  if (renamesDeviceData(roots, shared)) {
+    for (size_t i = 0; i < targets.size(); ++i) targets[i]->setBuffer(std::move(shared[i]));
+    return;
+  }
   Graph graph = Graph::fromRoots(roots);
   auto plan = planFor(graph);
   std::vector<at::Tensor> outputs;

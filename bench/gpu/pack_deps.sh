@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what the GPU machine lacks into .gpu-deps/ (git-ignored) at the repository root, for the
 # device tool to carry there: spdlog and fmt headers (header-only use, see cmake/Spdlog.cmake),
-# GoogleTest headers and static libraries, and the expecttest wheel the OpInfo tests import.
+# GoogleTest headers and static libraries, the expecttest wheel the OpInfo tests import, and
+# matplotlib's wheels for the benchmark charts.
 # Run here (where `make deps` installed them); then carry `.gpu-deps` and run bench/gpu/run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,4 +16,9 @@ for lib in libgtest.a libgtest_main.a libgmock.a libgmock_main.a; do
 done
 PY=${PY:-.venv/bin/python}
 $PY -m pip download --quiet --no-deps --only-binary=:all: -d "$DEPS/wheels" expecttest
+# matplotlib and what it needs besides numpy, for the GPU machine's Python 3.12: the charts.
+$PY -m pip download --quiet --no-deps --only-binary=:all: -d "$DEPS/wheels" \
+  --python-version 3.12 --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+  --platform manylinux_2_17_x86_64 --implementation cp \
+  matplotlib pillow kiwisolver contourpy fonttools cycler pyparsing python-dateutil six packaging
 du -sh "$DEPS"

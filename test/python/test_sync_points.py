@@ -248,3 +248,26 @@ def test_dead_tensors_are_not_computed(counters):
     nodes = counters()["GraphNodes"]
     torch.testing.assert_close(keep.cpu(), randn(5) + 1)
     assert nodes <= 3, nodes
+
+
+@pytest.mark.parametrize("rename", [torch.Tensor.detach, torch.ops.aten.alias],
+                         ids=["detach", "alias"])
+def test_detached_device_data_syncs_without_a_graph(rename):
+    # Note [Renaming ops share their input's buffer]: no plan, no compile, no copy kernel.
+    base = torch.randn(300, 200)
+    x = base.to("lazy")
+    lazyfuse.mark_step()
+    lazyfuse.reset_metrics()
+    y = rename(x)
+    snapshot = y.cpu()
+    counters = lazyfuse.metrics()
+    assert counters.get("GraphsExecuted", 0) == 0 and counters.get("UncachedCompile", 0) == 0
+    torch.testing.assert_close(snapshot, base, rtol=0, atol=0)
+    # The detached tensor still aliases x as in eager, and the snapshot stays a snapshot.
+    y.add_(1)
+    snapshot.mul_(0)
+    torch.testing.assert_close(x.cpu(), base + 1, rtol=0, atol=0)
+    torch.testing.assert_close(y.cpu(), base + 1, rtol=0, atol=0)
+    x.mul_(2)
+    torch.testing.assert_close(y.cpu(), (base + 1) * 2, rtol=0, atol=0)
+    assert y.cpu().data_ptr() != x.cpu().data_ptr()
