@@ -101,6 +101,7 @@ Counter& fusion_fallbacks = *new Counter("FusionFallback");
 Counter& cuda_kernels_checked = *new Counter("CudaKernelsChecked");
 Counter& cuda_check_failures = *new Counter("CudaCheckFailures");
 Counter& cuda_emulated_launches = *new Counter("CudaEmulatedLaunches");
+Counter& cuda_launches = *new Counter("CudaLaunches");
 Counter& kernel_batch_launches = *new Counter("KernelBatchLaunches");
 Timer& compile_time = *new Timer("CompileTime");
 Timer& execute_time = *new Timer("ExecuteTime");

@@ -76,6 +76,7 @@ extern Counter& fusion_fallbacks; // FusionFallback: graphs run per node after a
 extern Counter& cuda_kernels_checked;  // CudaKernelsChecked: CPU kernels also compiled by NVRTC
 extern Counter& cuda_check_failures;   // CudaCheckFailures: graphs whose CUDA rendering failed
 extern Counter& cuda_emulated_launches;  // CudaEmulatedLaunches: CUDA kernels run emulated
+extern Counter& cuda_launches;           // CudaLaunches: fused kernel launches on a GPU
 extern Counter& kernel_batch_launches;   // KernelBatchLaunches: kernel batches run by a batch kernel
 extern Timer& compile_time;       // CompileTime
 extern Timer& execute_time;       // ExecuteTime

@@ -191,7 +191,8 @@ BatchLauncher CompiledPlan::batchLauncher() const {
   if (plan.batches.empty()) return {};
   if (cuda) {
     return [this](size_t index, const Graph& graph, PlanValues& values) {
-      runCudaBatch(plan, index, *cuda, graph, values);
+      metrics::cuda_launches.add(
+          static_cast<int64_t>(runCudaBatch(plan, index, *cuda, graph, values)));
       metrics::kernel_batch_launches.add();
     };
   }
@@ -210,6 +211,7 @@ KernelLauncher CompiledPlan::launcher() const {
   if (cuda) {
     return [this](size_t index, const Graph& graph, PlanValues& values) {
       runCudaKernel(plan.kernels[index], *cuda, index, graph, values);
+      metrics::cuda_launches.add();
     };
   }
   if (emulated) {

@@ -212,7 +212,7 @@ std::vector<CudaBatchLaunch> prepareCudaBatchLaunches(const ExecutionPlan& plan,
   return launches;
 }
 
-void runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& module,
+size_t runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& module,
                   const Graph& graph, PlanValues& values) {
   const CudaBatchHandle& g = module.batches.at(batch);
   std::vector<CudaBatchLaunch> launches = prepareCudaBatchLaunches(
@@ -230,6 +230,7 @@ void runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& mod
                                     static_cast<unsigned>(g.shape.block), 1, 1, 0,
                                     static_cast<CuStream>(stream.native_handle()), &table, nullptr));
   }
+  return launches.size();
 }
 
 void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t index,

@@ -52,8 +52,8 @@ void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t in
                    const Graph& graph, PlanValues& values);
 
 /// Launches kernel batch `batch` of `plan` (the compiled module.batches[batch]) over the plan's
-/// values.
-void runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& module,
+/// values; returns the number of launches.
+size_t runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& module,
                   const Graph& graph, PlanValues& values);
 
 /// One launch of a batch kernel: its table (see CudaBatchShape), the blocks it runs, and
