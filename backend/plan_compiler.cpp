@@ -167,7 +167,11 @@ std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Devi
     checkCudaCompiles(graph, compiled.plan);
     return "";
   }
-  CudaSource source = renderCuda(inputs.kernels, inputs.batches);
+  std::string why;
+  const CudaDriverApi* driver = cudaDriver(&why);
+  const size_t table_bytes = driver && driver->version >= 12010 ? kCudaBatchTableBytes
+                                                                : kCudaBatchTableBytesBefore12_1;
+  CudaSource source = renderCuda(inputs.kernels, inputs.batches, table_bytes);
   if (dumpRequested("cuda")) writeDump(graph, "kernels", ".cu", source.source);
   try {
     CudaCompileResult result = compileCuda(source.source, cudaArch(device));
@@ -235,8 +239,17 @@ std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph) {
   }
   if (dumpRequested("plan")) writeDump(graph, "plan", ".txt", printPlan(graph, compiled->plan));
   if (compiled->plan.kernels.empty()) return compiled;
-  const std::string error = compileKernels(graph, *compiled, hardwareDevice());
+  std::string error = compileKernels(graph, *compiled, hardwareDevice());
   if (error.empty()) return compiled;
+  if (!compiled->plan.batches.empty()) {
+    // The kernels without batching, before giving up fusion for the graph.
+    LF_LOG_WARN("batched kernels of graph 0x", std::hex, graph.hash(), std::dec,
+                " failed to compile; compiling them one by one: ", error);
+    auto unbatched = std::make_shared<CompiledPlan>();
+    unbatched->plan = lowerGraph(graph, /*fuse=*/true, /*batch=*/false);
+    error = compileKernels(graph, *unbatched, hardwareDevice());
+    if (error.empty()) return unbatched;
+  }
   // Never a wrong result: the graph runs node by node instead. See Note [Kernel IR].
   LF_LOG_WARN("fused kernels of graph 0x", std::hex, graph.hash(), std::dec,
               " failed to compile; running it node by node: ", error);

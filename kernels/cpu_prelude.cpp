@@ -103,6 +103,8 @@ static inline unsigned short lf_bf16_store(float f) {
   unsigned int bias = ((u >> 16) & 1u) + 0x7FFFu;
   return f != f ? (unsigned short)0x7FC0 : (unsigned short)((u + bias) >> 16);
 }
+static inline float lf_round_to_half(float f) { return (float)(_Float16)f; }
+static inline float lf_round_to_bfloat16(float f) { return lf_bf16_load(lf_bf16_store(f)); }
 LF_FLOAT1(exp, exp) LF_FLOAT1(exp2, exp2) LF_FLOAT1(expm1, expm1) LF_FLOAT1(log, log)
 LF_FLOAT1(log2, log2) LF_FLOAT1(log10, log10) LF_FLOAT1(log1p, log1p) LF_FLOAT1(sqrt, sqrt)
 LF_FLOAT1(sin, sin) LF_FLOAT1(cos, cos) LF_FLOAT1(tan, tan) LF_FLOAT1(asin, asin)

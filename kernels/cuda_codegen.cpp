@@ -37,11 +37,11 @@ constexpr int64_t kIndex32Limit = int64_t{1} << 30;
 // over the chunk's points (4 at a time in the 4-wide variant, whose table must have every flat
 // buffer 16-byte aligned). The table lives in the launch's parameter space, __grid_constant__
 // so it is read where it is and never copied; a launch takes as many segments as fit in
-// kBatchTableBytes (CUDA 12.1+ takes 32764 bytes of parameters), and a larger batch takes
+// kCudaBatchTableBytes (a CUDA 12.1+ driver takes 32764 bytes of parameters, an older one
+// 4096: the plan compiler asks for less there), and a larger batch takes
 // several launches. Chunks bound the work of a block, so a batch of very unequal members (an
 // optimizer step over a 2M-element weight and a 64-element bias) still spreads evenly.
 constexpr int64_t kBatchChunk = 4096;
-constexpr size_t kBatchTableBytes = 32000;
 
 int64_t numel(const std::vector<int64_t>& sizes) {
   int64_t n = 1;
@@ -744,7 +744,7 @@ size_t cudaBatchTableWord(const CudaBatchShape& shape, size_t field, size_t segm
 }
 
 CudaSource renderCuda(const std::vector<const Kernel*>& kernels,
-                      const std::vector<std::vector<const Kernel*>>& batches) {
+                      const std::vector<std::vector<const Kernel*>>& batches, size_t table_bytes) {
   CudaSource result;
   result.source = "// codegen version " + std::to_string(kCudaCodegenVersion) + "\n";
   result.source += detail::cudaPrelude();
@@ -777,7 +777,7 @@ CudaSource renderCuda(const std::vector<const Kernel*>& kernels,
     shared.name = "lf_batch" + std::to_string(g);
     LF_INTERNAL_ASSERT(names.insert(shared.name).second, "two kernels named ", shared.name);
     const size_t per_segment = 8 * (2 + shared.buffers.size() + shared.params.size());
-    const size_t fit = (kBatchTableBytes - 16) / per_segment;
+    const size_t fit = (table_bytes - 16) / per_segment;
     const int capacity = static_cast<int>(std::max<size_t>(1, std::min(fit, members.size())));
     result.source += "\n";
     result.batches.push_back(CudaRenderer(shared).renderBatch(result.source, shared.name, capacity));

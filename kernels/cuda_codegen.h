@@ -15,6 +15,11 @@ namespace lazyfuse {
 /// key. See Note [CUDA kernel cache key].
 constexpr int kCudaCodegenVersion = 3;
 
+/// The largest parameter table of a kernel batch: CUDA 12.1 drivers take 32764 bytes of kernel
+/// parameters, older ones 4096 (kCudaBatchTableBytesBefore12_1).
+constexpr size_t kCudaBatchTableBytes = 32000;
+constexpr size_t kCudaBatchTableBytesBefore12_1 = 4000;
+
 /// How to launch one rendered kernel. Its parameters are, in order: one pointer per kernel
 /// buffer (its storage type), then one value per kernel parameter (`long long`, or `double`
 /// when the parameter is floating). Blocks have `block` threads; `group` threads share a point,
@@ -66,7 +71,9 @@ struct CudaSource {
 /// and one per kernel batch (its members, kernels of one batchKey); a null kernel renders
 /// nothing (the member of a batch) and gets an empty shape. The same input always renders
 /// byte-identical text.
+/// A batch's table takes at most `table_bytes` (see Note [CUDA kernel batches]).
 CudaSource renderCuda(const std::vector<const Kernel*>& kernels,
-                      const std::vector<std::vector<const Kernel*>>& batches = {});
+                      const std::vector<std::vector<const Kernel*>>& batches = {},
+                      size_t table_bytes = kCudaBatchTableBytes);
 
 }  // namespace lazyfuse

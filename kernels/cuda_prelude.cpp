@@ -70,6 +70,8 @@ LF_D unsigned short lf_bf16_store(float f) {
   unsigned int bias = ((u >> 16) & 1u) + 0x7FFFu;
   return f != f ? (unsigned short)0x7FC0 : (unsigned short)((u + bias) >> 16);
 }
+LF_D float lf_round_to_half(float f) { return lf_h2f(lf_f2h(f)); }
+LF_D float lf_round_to_bfloat16(float f) { return lf_bf16_load(lf_bf16_store(f)); }
 #define LF_FLOAT1(fn, c) \
   LF_D float lf_##fn(float x) { return c##f(x); } \
   LF_D double lf_##fn(double x) { return c(x); }

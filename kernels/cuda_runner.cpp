@@ -196,10 +196,12 @@ std::vector<CudaBatchLaunch> prepareCudaBatchLaunches(const ExecutionPlan& plan,
       }
       for (size_t p = 0; p < fused.params.size(); ++p) {
         const c10::Scalar value = paramValue(graph, fused.params[p]);
-        int64_t word = value.toLong();
-        if (fused.params[p].floating) {
+        int64_t word = 0;
+        if (fused.params[p].floating) {  // its bits: toLong() would throw on inf or NaN
           const double d = value.toDouble();
           std::memcpy(&word, &d, sizeof(word));
+        } else {
+          word = value.toLong();
         }
         launch.table[cudaBatchTableWord(shape, 2 + num_buffers + p, s)] = word;
       }

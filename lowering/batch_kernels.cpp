@@ -24,6 +24,8 @@ namespace {
 // one level never read each other's outputs; a batch never spans levels. Within a level,
 // kernels and batches keep the order of their first member, so the pass is deterministic.
 
+constexpr size_t kMaxBatchBindings = 400;
+
 using BindingKey = std::pair<int64_t, int64_t>;
 
 BindingKey bindingKey(const BufferBinding& b) {
@@ -35,6 +37,8 @@ BindingKey bindingKey(const BufferBinding& b) {
 
 std::string batchKey(const Kernel& kernel) {
   if (!kernel.reductions.empty() || domainNumel(kernel) == 0) return "";
+  // A segment of a batch's table takes a word per binding: keep one far below a 4 KB table.
+  if (kernel.buffers.size() + kernel.params.size() > kMaxBatchBindings) return "";
   const std::string flat = ixText(ixFlatIndex(kernel.domain));
   // 'p': at the flat point index; '0': element 0; anything else cannot batch.
   auto where = [&](const IxPtr& index) -> char {

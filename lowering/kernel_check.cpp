@@ -31,7 +31,7 @@ const KernelFunction kKernelFunctions[] = {
     {"ne", 2},          {"lt", 2},          {"le", 2},          {"gt", 2},
     {"ge", 2},          {"logical_and", 2}, {"logical_or", 2},  {"logical_xor", 2},
     {"bitwise_and", 2}, {"bitwise_or", 2},  {"bitwise_xor", 2}, {"copysign", 2},
-    {"hypot", 2},
+    {"hypot", 2},       {"round_to_half", 1}, {"round_to_bfloat16", 1},
 };
 
 void checkBuffer(const Kernel& k, int32_t buffer, bool output) {

@@ -78,6 +78,8 @@ enum class KOp : uint8_t {
 // Unary: neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh
 //   cosh tanh asinh acosh atanh erf erfc sigmoid floor ceil round (half to even) trunc sign
 //   reciprocal logical_not (Bool result) bitwise_not isnan isinf (Bool results) lgamma
+//   round_to_half round_to_bfloat16 (a Float rounded to the nearest value of that type, NaN
+//   kept: what a store to and a load from such a buffer do)
 // Binary: add sub mul div (true division of floating values) pow atan2 fmod remainder (sign of
 //   the divisor, as torch.remainder) maximum minimum (NaN if either is NaN) eq ne lt le gt ge
 //   (Bool results) logical_and logical_or logical_xor (Bool) bitwise_and bitwise_or bitwise_xor

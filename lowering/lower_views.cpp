@@ -219,11 +219,31 @@ bool lowerSelectScatter(LoweringCall& call) {
   return lowerScatter(call, inside, src_index);
 }
 
-/// copy(self, src): src broadcast to self's shape, in self's dtype.
-bool lowerCopyInto(LoweringCall& call) {
-  call.outputs = {call.pointwise({1}, call.out().dtype, [](KernelBuilder&, const std::vector<KValue>& v) { return v[0]; })};
+// Note [Conversions round]
+// A Half or BFloat16 value is computed in Float inside a kernel (Note [Kernel IR]) and rounded
+// when stored. Between ops of one kernel it stays in Float, as a fusing compiler keeps it (eager
+// rounds after every op; the difference is within the type's precision). Conversions are
+// different: `x.half().float()` asks for the rounding, so a conversion rounds both the value it
+// converts, to the type that value has, and its result, to its own type.
+
+/// `value` (in its compute type) rounded to what `dtype` holds, when `dtype` is Half or BFloat16.
+KValue roundTo(KernelBuilder& ops, KValue value, ScalarType dtype) {
+  if (dtype != ScalarType::Half && dtype != ScalarType::BFloat16) return value;
+  return ops.unary(dtype == ScalarType::Half ? "round_to_half" : "round_to_bfloat16",
+                   ops.cast(value, ScalarType::Float));
+}
+
+/// Argument `arg` of `call` converted to the output's dtype (Note [Conversions round]).
+bool lowerConversion(LoweringCall& call, size_t arg) {
+  const ScalarType from = call.loop(*call.tensor(arg)).dtype, to = call.out().dtype;
+  call.outputs = {call.pointwise({arg}, to, [from, to](KernelBuilder& ops, const std::vector<KValue>& v) {
+    return roundTo(ops, ops.cast(roundTo(ops, v[0], from), to), to);
+  })};
   return true;
 }
+
+/// copy(self, src): src broadcast to self's shape, in self's dtype.
+bool lowerCopyInto(LoweringCall& call) { return lowerConversion(call, 1); }
 
 }  // namespace
 
@@ -245,8 +265,7 @@ bool lowerView(LoweringCall& call, const std::string& op, const std::string& ove
   if (op == "copy") return lowerCopyInto(call);
   if (op == "alias_copy" || op == "detach_copy" || op == "lift_fresh_copy" || op == "clone" ||
       op == "_to_copy" || op == "contiguous") {
-    call.outputs = {call.pointwise({0}, call.out().dtype, [](KernelBuilder&, const std::vector<KValue>& v) { return v[0]; })};
-    return true;
+    return lowerConversion(call, 0);
   }
   return false;
 }

@@ -241,3 +241,24 @@ def test_reductions_to_few_values_split_across_blocks(fn, x, exact):
     # Few outputs, long reductions: each output's blocks fold slices, the last one combines
     # (Note [CUDA split reductions]).
     check(fn, x, exact=exact, rtol=1e-4, atol=1e-3)
+
+
+def test_conversions_round_as_eager():
+    from test_conversions import CONVERSIONS, X
+    for fn in CONVERSIONS.values():
+        check(fn, X, exact=True)
+
+
+@pytest.mark.parametrize("value", [float("inf"), -float("inf"), float("nan"), 3e38])
+def test_batched_kernels_take_any_floating_scalar(value):
+    xs = [torch.randn(s) for s in [(3,), (100,), (5000,)]]
+
+    def fn(ts):
+        return [t.masked_fill(t > 0.5, value) * 2 for t in ts]
+
+    expected = fn(xs)
+    lazyfuse.reset_metrics()
+    got = fn(to_lazy(xs))
+    lazyfuse.mark_step()
+    assert lazyfuse.metrics().get("KernelBatchLaunches", 0) == 1
+    torch.testing.assert_close([t.cpu() for t in got], expected, equal_nan=True)
