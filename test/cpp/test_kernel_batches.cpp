@@ -133,6 +133,46 @@ TEST(KernelBatchTest, OnlyKernelsOfOneLevelBatch) {
   EXPECT_NE(text.find("batches=2)\n  0: batch of 2 kernels\n"), std::string::npos) << text;
 }
 
+/// Three independent axpy updates over one domain in one kernel, as the partitioner fuses
+/// them: each reads its own a and b, all share the scalar s and one parameter.
+Kernel threeUpdates(const std::string& name, std::vector<int64_t> domain) {
+  KernelBuilder b(name, domain);
+  IxPtr at = ixFlatIndex(domain);
+  int32_t s = b.buffer(ScalarType::Float, false), p = b.param(true);
+  int32_t z = b.load(s, ScalarType::Float, ixConst(0));
+  int32_t scale = b.op(KOp::kParam, ScalarType::Float, {}, p);
+  std::vector<int32_t> values, outs;
+  for (int i = 0; i < 3; ++i) {
+    int32_t a = b.buffer(ScalarType::Float, false), c = b.buffer(ScalarType::Float, false);
+    int32_t x = b.load(a, ScalarType::Float, at), y = b.load(c, ScalarType::Float, at);
+    values.push_back(b.fn("add", ScalarType::Float, {b.fn("mul", ScalarType::Float, {x, scale}),
+                                                     b.fn("mul", ScalarType::Float, {y, z})}));
+  }
+  for (int32_t v : values) b.store(v, b.buffer(ScalarType::Float, true), at);
+  return b.k;
+}
+
+TEST(KernelBatchTest, KernelsOfIndependentEqualUpdatesSplitAndBatch) {
+  PlanBuilder b;
+  b.kernel(threeUpdates("three", {4, 5}), {0, 1, 2, 3, 4, 5, 6}, {10, 11, 12});
+  Kernel one = threeUpdates("one", {7});
+  one.stores.resize(1);  // a kernel of one update (unused loads stay)
+  b.kernel(one, {0, 21, 22, 23, 24, 25, 26}, {30, 31, 32});
+  Graph graph = Graph::fromRoots({});
+  ASSERT_TRUE(batchKernels(graph, b.plan));
+  ASSERT_EQ(stepsOf(b.plan), (Steps{{"three_part0", "three_part1", "three_part2", "one"}}));
+  for (const FusedKernel& k : b.plan.kernels) {
+    EXPECT_EQ(k.kernel.buffers.size(), 4u) << k.kernel.name << ": s, a, b, the output";
+    EXPECT_EQ(k.kernel.params.size(), 1u);
+    EXPECT_EQ(k.buffers.size(), 4u);
+  }
+  // Part 1 binds the second update's temporaries, the shared scalar and parameter.
+  const FusedKernel& part1 = b.plan.kernels[1];
+  std::vector<int32_t> slots;
+  for (const BufferBinding& binding : part1.buffers) slots.push_back(binding.slot);
+  EXPECT_EQ(slots, (std::vector<int32_t>{3, 4, 0, 11})) << "a, b, s, then the output";
+}
+
 class CudaBatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
