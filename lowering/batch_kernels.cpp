@@ -42,9 +42,12 @@ std::string batchKey(const Kernel& kernel) {
   // A segment of a batch's table takes a word per binding: keep one far below a 4 KB table.
   if (kernel.buffers.size() + kernel.params.size() > kMaxBatchBindings) return "";
   const std::string flat = ixText(ixFlatIndex(kernel.domain));
-  // 'p': at the flat point index; '0': element 0; anything else cannot batch.
+  const bool one_point = domainNumel(kernel) == 1;
+  // 'p': at the flat point index; '0': element 0; '?': either, in a kernel of one point (where
+  // both are 0: see keysMatch); anything else cannot batch.
   auto where = [&](const IxPtr& index) -> char {
     const std::string text = ixText(index);
+    if (one_point && (text == flat || text == "0")) return '?';
     return text == flat ? 'p' : text == "0" ? '0' : 'x';
   };
   std::ostringstream key;
@@ -64,13 +67,28 @@ std::string batchKey(const Kernel& kernel) {
     }
   }
   for (const KStore& store : kernel.stores) {
-    if (where(store.index) != 'p') return "";
+    const char at = where(store.index);
+    if (at != 'p' && at != '?') return "";
     key << ";s" << store.value << "," << store.buffer;
   }
   return key.str();
 }
 
 namespace {
+
+/// Whether kernels of keys `a` and `b` batch: equal, but where one has an index of either kind
+/// ('?', a kernel of one point) and the other one kind.
+bool keysMatch(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    const bool at_index = i > 0 && a[i - 1] == '@';
+    if (!at_index || (a[i] != '?' && b[i] != '?')) return false;
+  }
+  return true;
+}
+
+bool isOnePointKey(const std::string& key) { return key.find("@?") != std::string::npos; }
 
 /// Whether instruction `i` of `k` is cheap to repeat in every part of a split kernel: constants,
 /// parameters, point indices, loads of one fixed element, and math on those only.
@@ -267,19 +285,30 @@ bool batchRun(ExecutionPlan& plan, size_t begin, size_t end, std::vector<PlanSte
   bool batched = false;
   for (int l = 0; l <= top; ++l) {
     // Units of this level in order of first appearance: a lone kernel or a batch's members.
+    // Kernels of one point come last, to join a batch of kernels of more points if one matches.
     std::vector<std::vector<int32_t>> units;
+    std::vector<std::string> unit_keys;
     std::map<std::string, size_t> unit_of_key;
-    for (size_t s = begin; s < end; ++s) {
-      if (level[s - begin] != l) continue;
-      const int32_t kernel = plan.steps[s].kernel;
-      const std::string key = batchKey(plan.kernels[kernel].kernel);
-      auto it = key.empty() ? unit_of_key.end() : unit_of_key.find(key);
-      if (it != unit_of_key.end()) {
-        units[it->second].push_back(kernel);
-        continue;
+    for (bool one_point : {false, true}) {
+      for (size_t s = begin; s < end; ++s) {
+        if (level[s - begin] != l) continue;
+        const int32_t kernel = plan.steps[s].kernel;
+        const std::string key = batchKey(plan.kernels[kernel].kernel);
+        if (!key.empty() && isOnePointKey(key) != one_point) continue;
+        if (key.empty() && one_point) continue;
+        auto it = key.empty() ? unit_of_key.end() : unit_of_key.find(key);
+        size_t unit = it == unit_of_key.end() ? units.size() : it->second;
+        for (size_t u = 0; one_point && unit == units.size() && u < units.size(); ++u) {
+          if (!unit_keys[u].empty() && keysMatch(key, unit_keys[u])) unit = u;
+        }
+        if (unit < units.size()) {
+          units[unit].push_back(kernel);
+          continue;
+        }
+        if (!key.empty()) unit_of_key.emplace(key, units.size());
+        units.push_back({kernel});
+        unit_keys.push_back(key);
       }
-      if (!key.empty()) unit_of_key.emplace(key, units.size());
-      units.push_back({kernel});
     }
     for (std::vector<int32_t>& unit : units) {
       PlanStep step;

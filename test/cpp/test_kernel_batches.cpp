@@ -90,6 +90,9 @@ TEST(KernelBatchTest, KernelsThatDifferOnlyInSizesAndBindingsBatch) {
   reduce.store(reduce.reduce(ReduceKind::kSum, {8}, x, ScalarType::Float), out, ixVar(0));
   EXPECT_EQ(batchKey(reduce.k), "") << "a reduction";
   EXPECT_EQ(batchKey(axpy("empty", {0, 3})), "") << "no points";
+  // One point: every index is 0, whether it was the point's or element 0 (the scalar s).
+  EXPECT_NE(batchKey(axpy("one", {1, 1})), batchKey(axpy("b", {7})));
+  EXPECT_NE(batchKey(axpy("one", {1, 1})).find("@?"), std::string::npos);
   Kernel other = axpy("d", {7});
   other.instrs[4].fn = "add";  // a different function
   EXPECT_NE(batchKey(other), batchKey(axpy("b", {7})));
@@ -106,12 +109,13 @@ TEST(KernelBatchTest, IndependentKernelsBatchAndDependentOnesFollow) {
   b.externCall();
   b.kernel(axpy("k6", {5}), {5, 6, 2}, {22, 23});  // alone between extern steps
   b.externCall();
+  b.kernel(axpy("k9", {1}), {5, 6, 2}, {28, 29});  // one point: joins the next batch
   b.kernel(axpy("k7", {8}), {5, 6, 2}, {24, 25});
   b.kernel(axpy("k8", {2}), {5, 6, 2}, {26, 27});
   Graph graph = Graph::fromRoots({});
   ASSERT_TRUE(batchKernels(graph, b.plan));
   EXPECT_EQ(stepsOf(b.plan), (Steps{{"k0", "k2", "k5"}, {"k3"}, {"k1"}, {"k4"}, {"extern"},
-                                    {"k6"}, {"extern"}, {"k7", "k8"}}));
+                                    {"k6"}, {"extern"}, {"k7", "k8", "k9"}}));
   EXPECT_EQ(stepValues(graph, b.plan, b.plan.steps[0]).size(), 0u) << "temporaries only";
 }
 

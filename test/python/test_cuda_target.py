@@ -183,21 +183,22 @@ def test_optimizer_step_runs_its_per_tensor_kernels_as_one_batch(make_optimizer)
     if lazyfuse.hardware_device() == "cpu":
         # A step: the loss and gradient kernel, then one batch updating every parameter (the
         # partitioner's kernel for the two of shape [64] splits in two, Note [Splitting kernels
-        # for batches]) but the 1-element one, whose kernel reads every buffer at 0.
-        assert counters["CudaEmulatedLaunches"] == 3 * 3, counters
+        # for batches]; the 1-element one, which reads every buffer at 0, joins too).
+        assert counters["CudaEmulatedLaunches"] == 3 * 2, counters
         assert counters["KernelsLaunched"] >= 3 * 6, counters
 
 
 def test_batch_larger_than_one_table_takes_several_launches():
-    # One Adam kernel per shape (9 buffers, 7 parameters): a 32000-byte table holds 222.
-    shapes = [(i + 1,) for i in range(240)]
+    # One Adam kernel per shape, of at least 4 buffers in, 3 out and 3 parameters: a
+    # 32000-byte table holds at most 400 of them.
+    shapes = [(i + 1,) for i in range(600)]
     make = lambda ps: torch.optim.Adam(ps, lr=0.01)  # noqa: E731
     got, counters = optimizer_run("lazy", make, shapes, steps=1)
     torch.testing.assert_close(got, optimizer_run("cpu", make, shapes, steps=1)[0])
     assert counters.get("KernelBatchLaunches", 0) == 1, counters
     if lazyfuse.hardware_device() == "cpu":
-        # The loss and gradient kernel, then the batch of 240 in two launches.
-        assert counters["CudaEmulatedLaunches"] == 3, counters
+        # The loss and gradient kernel, then the batch of 600 in 2 to 4 launches.
+        assert 3 <= counters["CudaEmulatedLaunches"] <= 5, counters
 
 
 def test_foreach_ops_of_mixed_dtypes_and_dependent_steps():
