@@ -348,6 +348,36 @@ def test_fused_chain_writes_only_its_output():
     assert metrics["KernelsLaunched"] == 1
 
 
+def _anon_huge_page_bytes():
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("AnonHugePages:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _transparent_huge_pages_mode():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read().split("[")[1].split("]")[0]
+    except (OSError, IndexError):
+        return "never"
+
+
+@pytest.mark.skipif(_transparent_huge_pages_mode() != "madvise",
+                    reason="transparent huge pages are not in madvise mode")
+def test_large_kernel_outputs_are_backed_by_huge_pages():
+    # See Note [Huge pages for kernel outputs]: a 64 MiB output is written through 2 MiB pages.
+    x = torch.randn(4096, 4096).to("lazy")
+    lazyfuse.mark_step()
+    before = _anon_huge_page_bytes()
+    y = x * 2 + 1
+    lazyfuse.mark_step()
+    lazyfuse.wait()
+    assert _anon_huge_page_bytes() - before >= 16 << 20
+    torch.testing.assert_close(y.cpu(), x.cpu() * 2 + 1)
+
+
 def test_plan_is_cached_and_reused():
     x = torch.randn(64, 64)
     check(lambda t: (t + 1).relu(), x)
