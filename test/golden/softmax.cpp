@@ -7,12 +7,15 @@ extern "C" void lf_kernel_0(lf_i64 begin, lf_i64 end, void* const* buffers, cons
   for (lf_i64 p = begin; p < end; ++p) {
     const lf_i64 v0 = p;
     float a1 = (float)(-__builtin_inf());
-#pragma omp simd reduction(lf_max:a1)
+    int n1 = 0;
+#pragma omp simd reduction(max:a1) reduction(|:n1)
     for (lf_i64 q = 0; q < 33; ++q) {
       const lf_i64 r0 = q;
       const float t0 = (float)b0[(v0 * 33 + r0)];
-      a1 = ((float)t0 != (float)t0 || (float)t0 > a1) ? (float)t0 : a1;
+      a1 = (float)t0 > a1 ? (float)t0 : a1;
+      n1 |= (int)((float)t0 != (float)t0);
     }
+    a1 = n1 ? (float)__builtin_nan("") : a1;
     const float t1 = (float)a1;
     float a5 = (float)0.0;
 #pragma omp simd reduction(+:a5)
