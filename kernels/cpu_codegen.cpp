@@ -52,6 +52,37 @@ class KernelRenderer {
     return std::move(out_);
   }
 
+  /// The function of a row group: `stats` then `epilogue`, row by row, in one loop over the rows
+  /// [begin, end). See Note [CPU row groups].
+  static std::string renderRowGroup(const CpuFunction& function) {
+    const Kernel& stats = *function.kernel;
+    const Kernel& epilogue = *function.epilogue;
+    checkKernel(stats);
+    checkKernel(epilogue);
+    KernelRenderer first(stats), second(epilogue);
+    first.caches_ = second.caches_ = function.caches;
+    second.buffer_base_ = static_cast<int32_t>(stats.buffers.size());
+    second.param_base_ = static_cast<int32_t>(stats.params.size());
+    std::string out = "extern \"C\" void " + function.name +
+                      "(lf_i64 begin, lf_i64 end, void* const* buffers, const lf_i64* iparams,\n" +
+                      "    const double* fparams) {\n";
+    first.declareBuffers();
+    second.declareBuffers();
+    out += first.out_ + second.out_;
+    const std::string row = std::to_string(epilogue.domain.back());
+    for (const CpuRowCache& cache : function.caches) {
+      const c10::ScalarType dtype = epilogue.instrs[cache.epilogue_instr].dtype;
+      out += "  " + std::string(detail::cpuComputeType(dtype)) + " c" +
+             std::to_string(cache.epilogue_instr) + "[" + row + "];\n";
+    }
+    first.out_.clear();
+    second.out_.clear();
+    first.pointBody();
+    second.rowBlock();
+    out += "  for (lf_i64 p = begin; p < end; ++p) {\n" + first.out_ + second.out_ + "  }\n}\n";
+    return out;
+  }
+
  private:
   void declareBuffers() {
     std::set<int32_t> used;
@@ -63,8 +94,8 @@ class KernelRenderer {
       const KBuffer& buffer = k_.buffers[b];
       std::string type =
           std::string(buffer.output ? "" : "const ") + detail::cpuStorageType(buffer.dtype) + "*";
-      out_ += "  " + type + " b" + std::to_string(b) + " = (" + type + ")buffers[" +
-              std::to_string(b) + "];\n";
+      out_ += "  " + type + " " + bufferName(b) + " = (" + type + ")buffers[" +
+              std::to_string(buffer_base_ + b) + "];\n";
     }
   }
 
@@ -110,6 +141,14 @@ class KernelRenderer {
   }
 
   void renderPointLoop() {
+    out_ += "  for (lf_i64 p = begin; p < end; ++p) {\n";
+    pointBody();
+    out_ += "  }\n";
+  }
+
+  /// The body of the point loop: point p's variables, instructions (reductions are loops) and
+  /// stores.
+  void pointBody() {
     varying_.assign(k_.instrs.size(), false);
     for (size_t i = 0; i < k_.instrs.size(); ++i) varying_[i] = k_.instrs[i].scope != -1;
     std::vector<bool> vars(k_.domain.size(), false), rvars;
@@ -117,7 +156,6 @@ class KernelRenderer {
       if (instr.scope == -1) ixCollectVars(instr.index, vars, rvars);
     }
     for (const KStore& store : k_.stores) ixCollectVars(store.index, vars, rvars);
-    out_ += "  for (lf_i64 p = begin; p < end; ++p) {\n";
     out_ += detail::variableLines("    ", "lf_i64", "v", "p", k_.domain, vars, k_.domain.size());
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
       const KInstr& instr = k_.instrs[i];
@@ -126,7 +164,41 @@ class KernelRenderer {
       out_ += "    " + instrLine(i) + "\n";
     }
     storeLines("    ");
-    out_ += "  }\n";
+  }
+
+  /// A row group's epilogue for row p, a block of its own (its names shadow the statistics
+  /// kernel's): the row loop of one whole row, where each cached instruction is read from the
+  /// array the statistics kernel filled. See Note [CPU row groups].
+  void rowBlock() {
+    const size_t rank = k_.domain.size();
+    std::vector<bool> vars(rank, false), rvars;
+    for (const KInstr& instr : k_.instrs) ixCollectVars(instr.index, vars, rvars);
+    for (const KStore& store : k_.stores) ixCollectVars(store.index, vars, rvars);
+    std::vector<int64_t> rows(k_.domain.begin(), k_.domain.end() - 1);
+    varying_ = innerInstrs();
+    std::vector<std::string> cached(k_.instrs.size());
+    for (const CpuRowCache& cache : caches_) {
+      cached[cache.epilogue_instr] = "c" + std::to_string(cache.epilogue_instr);
+    }
+    const std::string v = "v" + std::to_string(rank - 1);
+    out_ += "    {\n";
+    out_ += detail::variableLines("      ", "lf_i64", "v", "p", rows, vars, rank - 1);
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (!varying_[i]) out_ += "      " + instrLine(i) + "\n";
+    }
+    out_ += "#pragma omp simd\n      for (lf_i64 " + v + " = 0; " + v + " < " +
+            std::to_string(k_.domain.back()) + "; ++" + v + ") {\n";
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (!varying_[i]) continue;
+      if (cached[i].empty()) {
+        out_ += "        " + instrLine(i) + "\n";
+        continue;
+      }
+      out_ += "        const " + std::string(detail::cpuComputeType(k_.instrs[i].dtype)) + " t" +
+              std::to_string(i) + " = " + cached[i] + "[" + v + "];\n";
+    }
+    storeLines("        ");
+    out_ += "      }\n    }\n";
   }
 
   /// Whether the kernel folds columns: a reduction loop reads at the innermost point variable,
@@ -291,6 +363,11 @@ class KernelRenderer {
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
       if (k_.instrs[i].scope == k) out_ += indent + instrLine(i) + "\n";
     }
+    for (const CpuRowCache& cache : caches_) {
+      if (k_.instrs[cache.stats_instr].scope != k) continue;
+      out_ += indent + "c" + std::to_string(cache.epilogue_instr) + "[q] = t" +
+              std::to_string(cache.stats_instr) + ";\n";
+    }
     std::string x = "(" + type + ")t" + std::to_string(reduction.body);
     if (nan_flag) {
       const std::string cmp = reduction.kind == ReduceKind::kMax ? " > " : " < ";
@@ -395,7 +472,7 @@ class KernelRenderer {
       case KOp::kConst: return detail::cpuLiteral(instr.dtype, instr.fvalue, instr.ivalue);
       case KOp::kParam:
         return cast + (k_.params[instr.ivalue].floating ? "fparams[" : "iparams[") +
-               std::to_string(instr.ivalue) + "]";
+               std::to_string(param_base_ + instr.ivalue) + "]";
       case KOp::kIndex: return cast + "(" + ixText(instr.index) + ")";
       case KOp::kUnary: return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ")";
       case KOp::kBinary:
@@ -423,7 +500,7 @@ class KernelRenderer {
   }
 
   std::string loadExpr(const KInstr& instr) const {
-    std::string element = "b" + std::to_string(instr.buffer) + "[" + ixText(instr.index) + "]";
+    std::string element = bufferName(instr.buffer) + "[" + ixText(instr.index) + "]";
     switch (k_.buffers[instr.buffer].dtype) {
       case c10::ScalarType::Bool: return "(" + element + " != 0)";
       case c10::ScalarType::Half: return "(float)" + element;
@@ -438,7 +515,7 @@ class KernelRenderer {
     std::string out;
     for (const KStore& store : k_.stores) {
       std::string value = t(store.value);
-      std::string element = "b" + std::to_string(store.buffer) + "[" + ixText(store.index) + "]";
+      std::string element = bufferName(store.buffer) + "[" + ixText(store.index) + "]";
       switch (k_.buffers[store.buffer].dtype) {
         case c10::ScalarType::Bool: value = "(lf_u8)(" + value + " != 0)"; break;
         case c10::ScalarType::Half: value = "(_Float16)(float)" + value; break;
@@ -452,22 +529,44 @@ class KernelRenderer {
     return out;
   }
 
+  std::string bufferName(int32_t b) const { return "b" + std::to_string(buffer_base_ + b); }
+
   const Kernel& k_;
   std::string out_;
   std::vector<bool> varying_;  // per instruction: whether it changes inside its innermost loop
   std::string segment_var_;    // in a segment loop: the innermost point variable
+  // In a row group's function (Note [CPU row groups]): where this kernel's buffers and
+  // parameters start in the function's arrays, and the values its two kernels share.
+  int32_t buffer_base_ = 0;
+  int32_t param_base_ = 0;
+  std::vector<CpuRowCache> caches_;
 };
 
 }  // namespace
 
 std::string renderCpp(const std::vector<const Kernel*>& kernels) {
+  std::vector<CpuFunction> functions;
+  for (const Kernel* kernel : kernels) {
+    LF_INTERNAL_ASSERT(kernel, "renderCpp of a null kernel");
+    functions.push_back(CpuFunction{kernel->name, kernel, nullptr, {}});
+  }
+  return renderCppFunctions(functions);
+}
+
+std::string renderCppFunctions(const std::vector<CpuFunction>& functions) {
   std::string out = "// codegen version " + std::to_string(kCpuCodegenVersion) + "\n";
   out += detail::cpuPrelude();
   std::set<std::string> names;
-  for (const Kernel* kernel : kernels) {
-    LF_INTERNAL_ASSERT(kernel, "renderCpp of a null kernel");
-    LF_INTERNAL_ASSERT(names.insert(kernel->name).second, "two kernels named ", kernel->name);
-    out += "\n" + KernelRenderer(*kernel).render();
+  for (const CpuFunction& function : functions) {
+    LF_INTERNAL_ASSERT(function.kernel, "renderCpp of a null kernel");
+    LF_INTERNAL_ASSERT(names.insert(function.name).second, "two functions named ", function.name);
+    if (!function.epilogue) {
+      LF_INTERNAL_ASSERT(function.name == function.kernel->name, "kernel ", function.kernel->name,
+                         " renamed ", function.name);
+      out += "\n" + KernelRenderer(*function.kernel).render();
+      continue;
+    }
+    out += "\n" + KernelRenderer::renderRowGroup(function);
   }
   return out;
 }

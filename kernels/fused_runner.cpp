@@ -7,6 +7,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace lazyfuse {
@@ -42,12 +43,12 @@ at::Tensor& slotFor(const BufferBinding& b, const Graph& graph, PlanValues& valu
   return outputs.at(b.value.index);
 }
 
-}  // namespace
 
-void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph,
-                    PlanValues& values) {
-  std::vector<void*> pointers;
-  pointers.reserve(fused.buffers.size());
+/// Allocates `fused`'s outputs as the plan laid them out and appends the addresses of its
+/// buffers to `pointers`, its parameters to `iparams` and `fparams`.
+void gatherArguments(const FusedKernel& fused, const Graph& graph, PlanValues& values,
+                     std::vector<void*>& pointers, std::vector<int64_t>& iparams,
+                     std::vector<double>& fparams) {
   for (size_t i = 0; i < fused.buffers.size(); ++i) {
     const BufferBinding& b = fused.buffers[i];
     at::Tensor& slot = slotFor(b, graph, values);
@@ -59,19 +60,38 @@ void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph
     LF_INTERNAL_ASSERT(slot.defined(), "kernel ", fused.kernel.name, " reads a missing buffer");
     pointers.push_back(slot.data_ptr());
   }
-  std::vector<int64_t> iparams(fused.params.size(), 0);
-  std::vector<double> fparams(fused.params.size(), 0);
-  for (size_t k = 0; k < fused.params.size(); ++k) {
-    const ParamBinding& p = fused.params[k];
+  for (const ParamBinding& p : fused.params) {
     const c10::Scalar s = paramValue(graph, p);
-    if (p.floating) {
-      fparams[k] = s.toDouble();
-    } else {
-      iparams[k] = s.toLong();
-    }
+    iparams.push_back(p.floating ? 0 : s.toLong());
+    fparams.push_back(p.floating ? s.toDouble() : 0);
   }
+}
+
+}  // namespace
+
+void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph,
+                    PlanValues& values) {
+  std::vector<void*> pointers;
+  std::vector<int64_t> iparams;
+  std::vector<double> fparams;
+  gatherArguments(fused, graph, values, pointers, iparams, fparams);
   int64_t points = domainNumel(fused.kernel);
   at::parallel_for(0, points, fused.grain, [&](int64_t begin, int64_t end) {
+    fn(begin, end, pointers.data(), iparams.data(), fparams.data());
+  });
+}
+
+void runFusedRowGroup(const FusedKernel& stats, const FusedKernel& epilogue, CpuKernelFn fn,
+                      const Graph& graph, PlanValues& values) {
+  std::vector<void*> pointers;
+  std::vector<int64_t> iparams;
+  std::vector<double> fparams;
+  gatherArguments(stats, graph, values, pointers, iparams, fparams);
+  gatherArguments(epilogue, graph, values, pointers, iparams, fparams);
+  const int64_t rows = domainNumel(stats.kernel);
+  const int64_t row = epilogue.kernel.domain.back();
+  const int64_t grain = std::max<int64_t>(1, std::min(stats.grain, epilogue.grain / row));
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     fn(begin, end, pointers.data(), iparams.data(), fparams.data());
   });
 }

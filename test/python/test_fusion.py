@@ -295,6 +295,35 @@ def test_reductions_of_the_same_rows_share_a_kernel(name, fn, kernels, shape, dt
     assert metrics["KernelsLaunched"] == (kernels if shape[-1] > 1 or name == "var_mean_std" else 1)
 
 
+def _normalized_exp(x):
+    e = (x - x.amax(-1, True)).exp()
+    return e / e.sum(-1, True)
+
+
+ROW_GROUPS = [
+    ("softmax_composite", _normalized_exp),
+    ("softmax_composite_and_its_exp", lambda x: (_normalized_exp(x), (x - x.amax(-1, True)).exp())),
+    # tanh is computed by the sum's loop and again by the output; |x| ** 1.5 likewise (one node:
+    # two nodes' exponents are two parameters, which may differ in the next run)
+    ("tanh_over_sum", lambda x: x.tanh() / (x.tanh().abs().sum(-1, True) + 1) + x.tanh()),
+    ("pow_over_sum", lambda x: (lambda p: p / p.sum(-1, True))(x.abs().pow(1.5))),
+    # every row divides by the sums of row 0: no row group (its rows would read another's)
+    ("first_row_sum", lambda x: x.sigmoid() / x.sigmoid().sum(-1, True)[..., :1, :]),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("shape", [(5, 17), (6, 1031), (2, 5, 129), (3, 20000)], ids=str)
+@pytest.mark.parametrize("name,fn", ROW_GROUPS, ids=[r[0] for r in ROW_GROUPS])
+def test_row_groups_read_cached_values_like_eager(name, fn, shape, dtype):
+    # Note [CPU row groups]: the statistics kernel's reduction loop fills an array of the row
+    # with a value the output kernel would compute again; [3, 20000] passes the arrays' budget.
+    x = rows_with_edges(shape, dtype)
+    if name == "first_row_sum":
+        x = x.view(-1, shape[-1])
+    check(fn, x, **tolerances(dtype))
+
+
 @pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom:UserWarning")
 def test_reductions_over_empty_rows_match_eager():
     x = torch.randn(3, 0)
