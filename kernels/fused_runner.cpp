@@ -76,6 +76,8 @@ void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph
   std::vector<double> fparams;
   gatherArguments(fused, graph, values, pointers, iparams, fparams);
   int64_t points = domainNumel(fused.kernel);
+  // Runs on torch's threads only because this file is built with -fopenmp: see Note [Threads
+  // of the CPU kernels] in kernels/CMakeLists.txt.
   at::parallel_for(0, points, fused.grain, [&](int64_t begin, int64_t end) {
     fn(begin, end, pointers.data(), iparams.data(), fparams.data());
   });
