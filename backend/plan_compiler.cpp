@@ -4,6 +4,7 @@
 #include "backend/logging.h"
 #include "backend/metrics.h"
 #include "kernels/cpu_codegen.h"
+#include "kernels/cpu_row_groups.h"
 #include "kernels/cuda_api.h"
 #include "kernels/cuda_codegen.h"
 #include "kernels/cuda_compiler.h"
@@ -155,11 +156,9 @@ std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Devi
     return "";
   }
   if (device.is_cpu()) {
-    const std::string source = renderCpp(kernels);
-    if (dumpRequested("cpp")) writeDump(graph, "kernels", ".cpp", source);
-    std::vector<std::string> names;
-    for (const Kernel* k : kernels) names.push_back(k->name);
-    CpuCompileResult result = compileCpp(source, names);
+    const CpuProgram program = renderCppProgram(compiled.plan);
+    if (dumpRequested("cpp")) writeDump(graph, "kernels", ".cpp", program.source);
+    CpuCompileResult result = compileCppProgram(program);
     if (!result.module) return result.error;
     countCompiled(result.disk_hit, kernels.size());
     compiled.cpu = result.module;
@@ -225,7 +224,7 @@ KernelLauncher CompiledPlan::launcher() const {
     };
   }
   return [this](size_t index, const Graph& graph, PlanValues& values) {
-    runFusedKernel(plan.kernels[index], cpu_kernels.at(index), graph, values);
+    runCpuKernel(plan, index, cpu_kernels, graph, values);
   };
 }
 

@@ -82,7 +82,7 @@ def workloads(quick):
         yield f"W4 softmax composite [{rows},{cols}]", w4_softmax_composite, x, lambda t: t.softmax(-1), 2 * rows * cols
 
 
-def timed(fn, reps, warmup=2):
+def timed(fn, reps, warmup=2, samples_out=None):
     for _ in range(warmup):
         fn()
     samples = []
@@ -90,6 +90,8 @@ def timed(fn, reps, warmup=2):
         start = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - start)
+    if samples_out is not None:
+        samples_out.extend(samples)
     return statistics.median(samples)
 
 
@@ -112,44 +114,59 @@ def first_compile_seconds(fn, args):
     return lazyfuse.metrics()["CompileTime"]["total_ns"] / 1e9
 
 
-def measure(quick):
-    reps = 3 if quick else 7
+def measure(quick, only=None, reps=None):
+    reps = reps or (3 if quick else 7)
     rows = []
     for name, fn, args, native, elem_bytes_hint in workloads(quick):
+        if only and not any(o in name for o in only):
+            continue
         compile_s = first_compile_seconds(fn, args)
-        eager = timed(lambda: fn(*args), reps)
-        lazy = timed(lazy_runner(fn, args), reps)
+        eager_samples, lazy_samples, native_samples = [], [], []
+        eager = timed(lambda: fn(*args), reps, samples_out=eager_samples)
+        lazy = timed(lazy_runner(fn, args), reps, samples_out=lazy_samples)
         src = args[0]
         copy = timed(lambda: src.clone(), reps)
+        # The minimum says what a step costs when nothing else takes the cores; on a loaded
+        # machine it is the steadier of the two figures.
         row = {"workload": name, "eager_ms": eager * 1e3, "lazy_ms": lazy * 1e3,
                "speedup_vs_eager": eager / lazy, "copy_ms": copy * 1e3,
+               "eager_min_ms": min(eager_samples) * 1e3, "lazy_min_ms": min(lazy_samples) * 1e3,
                "compile_cold_s": compile_s}
         if native is not None:
-            native_s = timed(lambda: native(*args), reps)
+            native_s = timed(lambda: native(*args), reps, samples_out=native_samples)
             row["native_ms"] = native_s * 1e3
             row["speedup_vs_native"] = native_s / lazy
+            row["native_min_ms"] = min(native_samples) * 1e3
         rows.append(row)
+        lazy_min = row["lazy_min_ms"]
         print(f"{name:48s} eager {eager*1e3:9.3f} ms  lazy {lazy*1e3:9.3f} ms  "
               f"x{eager/lazy:6.2f}" + (f"  native x{row['speedup_vs_native']:5.2f}" if native else "")
               + f"  copy {copy*1e3:8.3f} ms  compile {compile_s:5.2f} s", flush=True)
+        print(f"{'':48s} minima: eager {row['eager_min_ms']:9.3f} ms  lazy {lazy_min:9.3f} ms  "
+              f"x{row['eager_min_ms']/lazy_min:6.2f}"
+              + (f"  native x{row['native_min_ms']/lazy_min:5.2f}" if native else ""), flush=True)
     return rows
 
 
-def warm_compile_times(quick):
+def warm_compile_times(quick, only=None):
     """Compile time of each workload's first run in this process: with the disk cache filled by
     the parent, this is the warm figure."""
-    return {name: first_compile_seconds(fn, args) for name, fn, args, _, _ in workloads(quick)}
+    return {name: first_compile_seconds(fn, args) for name, fn, args, _, _ in workloads(quick)
+            if not only or any(o in name for o in only)}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", action="append", metavar="TEXT",
+                   help="run only the workloads whose name holds TEXT (repeatable)")
+    p.add_argument("--reps", type=int, help="timed steps per figure (default 7, 3 with --quick)")
     p.add_argument("--warm-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", type=pathlib.Path, default=RESULTS_DIR)
     args = p.parse_args()
     torch.manual_seed(0)
     if args.warm_only:
-        print(json.dumps(warm_compile_times(args.quick)))
+        print(json.dumps(warm_compile_times(args.quick, args.only)))
         return
     os.environ.setdefault("LAZYFUSE_FUSION", "always")
     # Other work on the machine moves eager's times far more than the fused kernels' (its
@@ -158,10 +175,12 @@ def main():
     print(f"lazyfuse {lazyfuse.__version__} on {lazyfuse.hardware_device()}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {os.cpu_count()} cpus, "
           f"{platform.processor() or platform.machine()}, load average {load_before:.1f}")
-    rows = measure(args.quick)
+    rows = measure(args.quick, args.only, args.reps)
     load_after = os.getloadavg()[0]
     print(f"load average {load_after:.1f} after the run")
     cmd = [sys.executable, __file__, "--warm-only"] + (["--quick"] if args.quick else [])
+    for text in args.only or []:
+        cmd += ["--only", text]
     warm = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                      env=dict(os.environ)).stdout.strip().splitlines()[-1])
     for row in rows:

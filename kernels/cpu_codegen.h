@@ -21,4 +21,28 @@ constexpr int kCpuCodegenVersion = 1;
 /// The same kernels always render byte-identical text.
 std::string renderCpp(const std::vector<const Kernel*>& kernels);
 
+/// An epilogue instruction a row group reads from an array of the row instead of computing it:
+/// the statistics kernel's instruction `stats_instr`, in the loop of a reduction over the
+/// epilogue's last dimension, computes the same value at r0 = c as `epilogue_instr` does at
+/// v<last> = c. See Note [CPU row groups].
+struct CpuRowCache {
+  int32_t stats_instr = -1;
+  int32_t epilogue_instr = -1;
+};
+
+/// One function of the rendered source: a kernel alone (`name` is its name), or a row group,
+/// `kernel` (reductions over rows, domain [..., 1]) and `epilogue` (no reductions, domain
+/// [..., C]), whose function takes the two kernels' buffers and then parameters one after the
+/// other and runs the rows [begin, end): for each, `kernel`'s point, then `epilogue`'s C points.
+struct CpuFunction {
+  std::string name;
+  const Kernel* kernel = nullptr;
+  const Kernel* epilogue = nullptr;
+  std::vector<CpuRowCache> caches;
+};
+
+/// The source of `functions`, with the same signature as above; the same functions always render
+/// byte-identical text.
+std::string renderCppFunctions(const std::vector<CpuFunction>& functions);
+
 }  // namespace lazyfuse

@@ -21,4 +21,9 @@ struct PlanValues {
 void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph,
                     PlanValues& values);
 
+/// Runs a row group's function `fn` (Note [CPU row groups]): the buffers and then the parameters
+/// of `stats` and of `epilogue`, one after the other, the rows split across torch's threads.
+void runFusedRowGroup(const FusedKernel& stats, const FusedKernel& epilogue, CpuKernelFn fn,
+                      const Graph& graph, PlanValues& values);
+
 }  // namespace lazyfuse

@@ -2,8 +2,10 @@
 // See Note [Kernel IR], Note [CPU loop structure], Note [CPU prelude], Note [CPU disk cache].
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_compiler.h"
+#include "kernels/fused_runner.h"
 #include "test/cpp/kernel_test_builder.h"
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -15,6 +17,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
+#include <set>
+#include <thread>
 
 namespace lazyfuse {
 namespace {
@@ -464,6 +469,28 @@ TEST_F(CpuCodegenTest, MissingFunctionIsAnError) {
   CpuCompileResult result = compileCpp(sourceNamed("has_name"), {"has_name", "no_such_kernel"});
   EXPECT_FALSE(result.module);
   EXPECT_NE(result.error.find("no_such_kernel"), std::string::npos) << result.error;
+}
+
+std::mutex runner_threads_mutex;
+std::set<std::thread::id> runner_threads;
+
+void recordRunnerThread(int64_t, int64_t, void* const*, const int64_t*, const double*) {
+  std::lock_guard<std::mutex> guard(runner_threads_mutex);
+  runner_threads.insert(std::this_thread::get_id());
+}
+
+// Note [Threads of the CPU kernels]: the runner splits a kernel's points across torch's threads
+// (built without -fopenmp, at::parallel_for ran every chunk on the calling thread).
+TEST(CpuRunnerTest, PointsAreSplitAcrossTorchsThreads) {
+  if (at::get_num_threads() < 2) GTEST_SKIP() << "torch has one thread here";
+  FusedKernel fused;
+  fused.kernel.name = "threads";
+  fused.kernel.domain = {1 << 16};
+  fused.grain = 1024;
+  PlanValues values;
+  runner_threads.clear();
+  runFusedKernel(fused, &recordRunnerThread, Graph::fromRoots({}), values);
+  EXPECT_GE(runner_threads.size(), 2u);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "backend/metrics.h"
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_compiler.h"
+#include "kernels/cpu_row_groups.h"
 #include "kernels/detail/cpu_dialect.h"
 #include "kernels/extern_runner.h"
 #include "lowering/lowerings.h"
@@ -134,11 +135,8 @@ int64_t positionOf(const Graph& graph, const std::string& op) {
   return -1;
 }
 
-std::string kernelSource(const ExecutionPlan& plan) {
-  std::vector<const Kernel*> kernels;
-  for (const FusedKernel& k : plan.kernels) kernels.push_back(&k.kernel);
-  return renderCpp(kernels);
-}
+/// The source the CPU target compiles for `plan`: its kernels, and its row groups.
+std::string kernelSource(const ExecutionPlan& plan) { return renderCppProgram(plan).source; }
 
 // --- op classes (no graph needed) ---
 
@@ -387,6 +385,41 @@ TEST(PartitionTest, ShortExpressionUsedByAReductionIsRecomputedNotStored) {
   EXPECT_FALSE(hasTempOfSize(c.plan, 6 * 33)) << printPlan(c.graph, c.plan);
 }
 
+// Note [CPU row groups]: the output kernel reads exp(x - max) from the array the sum's loop
+// filled, in one function running the two kernels row by row.
+TEST(PartitionTest, CompositeSoftmaxIsARowGroupCachingItsExp) {
+  Case c = record(rowsInputs(), softmaxComposite);
+  std::vector<CpuFunction> functions = cpuFunctions(c.plan);
+  ASSERT_EQ(functions.size(), 1u) << printPlan(c.graph, c.plan);
+  ASSERT_EQ(functions[0].epilogue, &c.plan.kernels[1].kernel);
+  ASSERT_EQ(functions[0].caches.size(), 1u);
+  const CpuRowCache& cache = functions[0].caches[0];
+  EXPECT_EQ(c.plan.kernels[1].kernel.instrs.at(cache.epilogue_instr).fn, "exp");
+  EXPECT_EQ(c.plan.kernels[0].kernel.instrs.at(cache.stats_instr).fn, "exp");
+  EXPECT_EQ(renderCppProgram(c.plan).names,
+            (std::vector<std::string>{c.plan.kernels[0].kernel.name + "_rows", ""}));
+}
+
+// Nothing expensive to share: the two kernels stay two functions (running them row by row
+// alone saved nothing measurable, Note [CPU row groups]).
+TEST(PartitionTest, LayerNormIsNoRowGroup) {
+  Case c = layerNormCase();
+  EXPECT_EQ(cpuFunctions(c.plan).size(), c.plan.kernels.size());
+}
+
+std::vector<at::Tensor> softmaxOverFirstRowSum(const std::vector<at::Tensor>& in) {
+  at::Tensor e = (in[0] - in[0].amax({1}, /*keepdim=*/true)).exp();
+  return {e / e.sum({1}, /*keepdim=*/true).slice(0, 0, 1)};
+}
+
+// Every row divides by row 0's sum: run row by row across threads, a row would read a sum
+// another thread may not have written yet.
+TEST(PartitionTest, EpilogueReadingAnotherRowsStatisticsIsNoRowGroup) {
+  Case c = record(rowsInputs(), softmaxOverFirstRowSum);
+  ASSERT_EQ(c.plan.kernels.size(), 2u) << printPlan(c.graph, c.plan);
+  EXPECT_EQ(cpuFunctions(c.plan).size(), 2u);
+}
+
 TEST(PartitionTest, LayerNormStatisticsShareOneKernel) {
   Case c = layerNormCase();
   ASSERT_EQ(c.plan.kernels.size(), 2u) << printPlan(c.graph, c.plan);
@@ -498,7 +531,18 @@ class PartitionRunTest : public ::testing::Test {
     ASSERT_FALSE(kernels.empty());
     CpuCompileResult compiled = compileCpp(renderCpp(kernels), names);
     ASSERT_TRUE(compiled.module) << compiled.error;
-    std::vector<at::Tensor> got = runPlan(c.plan, c.graph, compiled.module->functions);
+    expectOutputs(c, runPlan(c.plan, c.graph, compiled.module->functions), rtol, atol);
+    // The same plan as the CPU target runs it, with its row groups (Note [CPU row groups]).
+    CpuCompileResult program = compileCppProgram(renderCppProgram(c.plan));
+    ASSERT_TRUE(program.module) << program.error;
+    const std::vector<CpuKernelFn>& functions = program.module->functions;
+    expectOutputs(c, runPlan(c.plan, c.graph, [&](size_t index, const Graph& g, PlanValues& v) {
+      runCpuKernel(c.plan, index, functions, g, v);
+    }), rtol, atol);
+  }
+
+  static void expectOutputs(const Case& c, const std::vector<at::Tensor>& got, double rtol,
+                            double atol) {
     ASSERT_EQ(got.size(), c.expected.size());
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i].sizes(), c.expected[i].sizes()) << i;
@@ -531,6 +575,7 @@ TEST_F(PartitionRunTest, ReductionWithPrologueAndEpilogue) {
 TEST_F(PartitionRunTest, Softmax) { expectRunsLikeEager(record(rowsInputs(), softmax)); }
 TEST_F(PartitionRunTest, SoftmaxComposite) {
   expectRunsLikeEager(record(rowsInputs(), softmaxComposite));
+  expectRunsLikeEager(record(rowsInputs(), softmaxOverFirstRowSum));
 }
 TEST_F(PartitionRunTest, LargeFullSum) {
   expectRunsLikeEager(record({at::randn({300, 300})}, sumAll), 1e-4, 1e-4);
@@ -586,6 +631,11 @@ TEST(PartitionGoldenTest, PointwiseBroadcast) {
 
 TEST(PartitionGoldenTest, Softmax) {
   expectGoldenAndDeterministic("softmax", [] { return record(rowsInputs(), softmax); });
+}
+
+TEST(PartitionGoldenTest, SoftmaxCompositeRowGroup) {
+  expectGoldenAndDeterministic("softmax_composite",
+                               [] { return record(rowsInputs(), softmaxComposite); });
 }
 
 TEST(PartitionGoldenTest, LayerNormForward) {

@@ -184,6 +184,8 @@ def test_vectorized_max_and_min_keep_nan_in_any_lane(dtype):
     x = torch.randn(40, 1031, dtype=dtype)
     for row, col in enumerate(range(0, 1031, 27)):
         x[row, col] = math.nan
+    x[-3] = math.inf  # a NaN beats an infinity, wherever it comes in the row
+    x[-3, 1030] = math.nan
     x[-2] = -math.inf
     x[-1] = math.inf
     check(lambda t: (t.amax(1), t.amin(1), t.amax(0), t.amin(), t.max(1).values), x)
@@ -293,6 +295,35 @@ def test_reductions_of_the_same_rows_share_a_kernel(name, fn, kernels, shape, dt
     assert metrics["KernelsLaunched"] == (kernels if shape[-1] > 1 or name == "var_mean_std" else 1)
 
 
+def _normalized_exp(x):
+    e = (x - x.amax(-1, True)).exp()
+    return e / e.sum(-1, True)
+
+
+ROW_GROUPS = [
+    ("softmax_composite", _normalized_exp),
+    ("softmax_composite_and_its_exp", lambda x: (_normalized_exp(x), (x - x.amax(-1, True)).exp())),
+    # tanh is computed by the sum's loop and again by the output; |x| ** 1.5 likewise (one node:
+    # two nodes' exponents are two parameters, which may differ in the next run)
+    ("tanh_over_sum", lambda x: x.tanh() / (x.tanh().abs().sum(-1, True) + 1) + x.tanh()),
+    ("pow_over_sum", lambda x: (lambda p: p / p.sum(-1, True))(x.abs().pow(1.5))),
+    # every row divides by the sums of row 0: no row group (its rows would read another's)
+    ("first_row_sum", lambda x: x.sigmoid() / x.sigmoid().sum(-1, True)[..., :1, :]),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("shape", [(5, 17), (6, 1031), (2, 5, 129), (3, 20000)], ids=str)
+@pytest.mark.parametrize("name,fn", ROW_GROUPS, ids=[r[0] for r in ROW_GROUPS])
+def test_row_groups_read_cached_values_like_eager(name, fn, shape, dtype):
+    # Note [CPU row groups]: the statistics kernel's reduction loop fills an array of the row
+    # with a value the output kernel would compute again; [3, 20000] passes the arrays' budget.
+    x = rows_with_edges(shape, dtype)
+    if name == "first_row_sum":
+        x = x.view(-1, shape[-1])
+    check(fn, x, **tolerances(dtype))
+
+
 @pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom:UserWarning")
 def test_reductions_over_empty_rows_match_eager():
     x = torch.randn(3, 0)
@@ -346,6 +377,38 @@ def test_fused_chain_writes_only_its_output():
     x = torch.randn(256, 256)
     metrics = check(lambda t: ((t * 2 + 1).exp() - t).tanh() * 0.5 + t.sigmoid(), x)
     assert metrics["KernelsLaunched"] == 1
+
+
+def _anon_huge_page_bytes():
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("AnonHugePages:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _transparent_huge_pages_mode():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read().split("[")[1].split("]")[0]
+    except (OSError, IndexError):
+        return "never"
+
+
+@pytest.mark.skipif(_transparent_huge_pages_mode() != "madvise",
+                    reason="transparent huge pages are not in madvise mode")
+@pytest.mark.skipif(os.environ.get("LAZYFUSE_CUDA_EMULATION", "") not in ("", "0", "off"),
+                    reason="the CUDA emulation allocates its outputs itself")
+def test_large_kernel_outputs_are_backed_by_huge_pages():
+    # See Note [Huge pages for kernel outputs]: a 64 MiB output is written through 2 MiB pages.
+    x = torch.randn(4096, 4096).to("lazy")
+    lazyfuse.mark_step()
+    before = _anon_huge_page_bytes()
+    y = x * 2 + 1
+    lazyfuse.mark_step()
+    lazyfuse.wait()
+    assert _anon_huge_page_bytes() - before >= 16 << 20
+    torch.testing.assert_close(y.cpu(), x.cpu() * 2 + 1)
 
 
 def test_plan_is_cached_and_reused():
