@@ -53,11 +53,11 @@ void registerData(const c10::intrusive_ptr<LazyData>& data) {
 // found by running the view op on Meta over the input's reported geometry (cached), while the
 // recorder, its meta cache and the graph go on using the value's strides in the trace
 // (traceStrides). Writes keep geometry, as in eager: the result of the op recorded for an
-// in-place or out= op reports the geometry of the tensor it is written into (not under
-// InferenceMode, see Note [In-place result casts]), and a *_scatter's result the geometry of the
-// base it writes into. That matters beyond the written tensor: functionalization replays a write
-// through a view into its base with *_scatter and inverse view ops (t_copy for t), whose results
-// become the base's value and views. Any other op's result reports its trace strides.
+// in-place or out= op reports the geometry of the tensor it is written into (see Note [In-place
+// result casts]), and a *_scatter's result the geometry of the base it writes into. That matters
+// beyond the written tensor: functionalization replays a write through a view into its base with
+// *_scatter and inverse view ops (t_copy for t), whose results become the base's value and views.
+// Any other op's result reports its trace strides.
 // Pinned by test_views_mutation.py::test_view_metadata_like_eager and
 // test_view_metadata_after_write_like_eager.
 struct ViewGeometry {

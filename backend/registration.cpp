@@ -3,6 +3,7 @@
 #include "backend/op_traits.h"
 #include "backend/recorder.h"
 #include "backend/transfers.h"
+#include "backend/write_checks.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
@@ -57,16 +58,6 @@ bool recordsDirectly(const c10::OperatorHandle& op) {
   return !traitsOf(op).eager;
 }
 
-// See Note [In-place result casts]. Only where AutogradLazy runs autograd's kernel, which ours
-// hands the op on to: an op with a CompositeImplicitAutograd kernel runs that one there instead
-// (matmul.out decomposes into mm.out, which is checked), even when it has an Autograd kernel.
-bool checksWrittenCasts(const c10::OperatorHandle& op) {
-  if (traitsOf(op).functional_name.empty()) return false;
-  if (op.hasKernelForDispatchKey(c10::DispatchKey::AutogradLazy)) return false;
-  if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return false;
-  return op.hasKernelForDispatchKey(c10::DispatchKey::Autograd);
-}
-
 std::string qualifiedName(const c10::OperatorName& name) {
   std::string qualified = name.name.substr(6);
   if (!name.overload_name.empty()) qualified += "." + name.overload_name;
@@ -76,8 +67,13 @@ std::string qualifiedName(const c10::OperatorName& name) {
 void registerDynamicKernels() {
   static auto lazy_lib = std::make_unique<torch::Library>(
       torch::Library::IMPL, "aten", c10::DispatchKey::Lazy, __FILE__, __LINE__);
-  static auto autograd_lib = std::make_unique<torch::Library>(
-      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradLazy, __FILE__, __LINE__);
+  static auto functionalize_lib = std::make_unique<torch::Library>(
+      torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
+  // Replacing a kernel warns; on Functionalize, ours are meant to (see Note [In-place result
+  // casts] and Note [Functionalizing copy_ across devices]).
+  SilentWarnings silent;
+  c10::WarningUtils::WarningHandlerGuard guard(&silent);
+  functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));  // before it is wrapped below
   int count = 0;
   int checked = 0;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
@@ -89,21 +85,10 @@ void registerDynamicKernels() {
                      torch::CppFunction::makeFromBoxedFunction<&recordOp>());
       ++count;
     }
-    if (checksWrittenCasts(*op)) {
-      autograd_lib->impl(qualifiedName(name).c_str(),
-                         torch::CppFunction::makeFromBoxedFunction<&writtenCastKernel>());
-      ++checked;
-    }
+    if (registerWriteKernel(*op, *functionalize_lib)) ++checked;
   }
-  LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, cast checks for ",
+  LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, write checks for ",
                checked, " in-place and out= ops");
-
-  // See Note [Functionalizing copy_ across devices]. Replacing a kernel warns; this one is meant.
-  SilentWarnings silent;
-  c10::WarningUtils::WarningHandlerGuard guard(&silent);
-  static auto functionalize_lib = std::make_unique<torch::Library>(
-      torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
-  functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));
 }
 
 const bool registered = (registerDynamicKernels(), true);
