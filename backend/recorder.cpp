@@ -12,6 +12,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -329,6 +330,10 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
   return attrs;
 }
 
+bool writesAnArgument(const OpTraits& traits) {
+  return std::any_of(traits.written.begin(), traits.written.end(), [](uint8_t w) { return w; });
+}
+
 bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {
   // x[mask] = v reaches us as the functional aten::index_put (Functionalize rewrites index_put_);
   // _index_put_impl is what index_put_ decomposes into where nothing functionalizes it.
@@ -413,9 +418,13 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   metrics::ops_recorded.add();
   torch::jit::drop(*stack, num_args);
   pushResults(*attrs, node, traits, args, /*factory=*/!recorder.anyLazy(), stack);
-  if (traits.view_op) reportViewResults(*traits.view_op, key, args, *stack, attrs->returns.size());
-  if (write) keepWrittenGeometry(*write, *stack, attrs->returns.size());
-  if (traits.scatters_into_self) reportGeometryOf(args[0].toTensor(), stack->back().toTensor());
+  const size_t num_returns = attrs->returns.size();
+  if (traits.view_op) return reportViewResults(*traits.view_op, key, args, *stack, num_returns);
+  if (write) return keepWrittenGeometry(*write, *stack, num_returns);
+  if (traits.scatters_into_self) {
+    return reportGeometryOf(args[0].toTensor(), stack->back().toTensor());
+  }
+  if (!writesAnArgument(traits)) reportResultGeometry(op, key, args, *stack, num_returns);
 }
 
 size_t metaCacheSize() {

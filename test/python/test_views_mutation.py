@@ -430,6 +430,69 @@ def test_contiguous_tensor_metadata_like_eager():
                                                                 c.is_contiguous())
 
 
+# See Note [View geometry]: results of other ops report the strides eager gives them, and a
+# transfer to the CPU has those strides too.
+RESULT_LAYOUTS = {
+    "t_add": (base, lambda x: x.t() + 1),
+    "t_clone": (base, lambda x: x.t().clone()),
+    "t_exp": (base, lambda x: x.t().exp()),
+    "t_mul_t": (base, lambda x: x.t() * x.t()),
+    "t_where": (base, lambda x: torch.where(x.t() > 0, x.t(), 0.0)),
+    "t_add_then_mul": (base, lambda x: (x.t() + 1) * 2),
+    "t_to_double": (base, lambda x: x.t().double()),
+    "t_contiguous": (base, lambda x: x.t().contiguous()),
+    "t_sum": (base, lambda x: x.t().sum(0)),
+    "t_mm": (base, lambda x: x.t() @ x),
+    "column_step_add": (base, lambda x: x[:, ::2] + 1),
+    "t_view": (base, lambda x: x.t()),
+    "column_step_view": (base, lambda x: x[:, ::2]),
+    "permute_add": (lambda: torch.randn(2, 3, 4, 5), lambda y: y.permute(0, 2, 3, 1) + 1),
+    "channels_last_add": (lambda: torch.randn(2, 3, 4, 5),
+                          lambda y: y.contiguous(memory_format=torch.channels_last) + 1),
+    "channels_last_relu_clone": (
+        lambda: torch.randn(2, 3, 4, 5),
+        lambda y: y.contiguous(memory_format=torch.channels_last).relu().clone()),
+    "permuted_channels_last_add": (
+        lambda: torch.randn(2, 4, 5, 3), lambda y: y.permute(0, 3, 1, 2) + y.permute(0, 3, 1, 2)),
+}
+
+
+def _layout(t):
+    cl = t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last)
+    return t.shape, t.stride(), t.is_contiguous(), cl
+
+
+@pytest.mark.parametrize("make_input, op", RESULT_LAYOUTS.values(), ids=list(RESULT_LAYOUTS))
+def test_result_strides_like_eager(make_input, op):
+    cpu = make_input()
+    expected = op(cpu)
+    actual = op(cpu.to("lazy"))
+    assert _layout(actual) == _layout(expected)
+    moved = actual.cpu()
+    # Eager's _to_copy keeps the strides of a dense tensor and picks a dense layout for another
+    # (a column step); a dtype change takes the same path as a device change.
+    assert _layout(moved) == _layout(expected.double())
+    torch.testing.assert_close(moved, expected)
+
+
+def test_result_strides_like_eager_for_empty_like():
+    cpu = base()
+    expected, actual = torch.empty_like(cpu.t()), torch.empty_like(cpu.to("lazy").t())
+    assert _layout(actual) == _layout(expected)
+    assert actual.cpu().stride() == expected.stride()
+
+
+def test_view_of_transposed_result_refused_like_eager():
+    cpu = base()
+    with pytest.raises(RuntimeError) as eager:
+        (cpu.t() + 1).view(-1)
+    with pytest.raises(RuntimeError) as lazy:
+        (cpu.to("lazy").t() + 1).view(-1)
+    assert str(lazy.value) == str(eager.value)
+    expected = (cpu.t() + 1).reshape(-1)
+    torch.testing.assert_close((cpu.to("lazy").t() + 1).reshape(-1).cpu(), expected)
+
+
 def _write_through_view_then_view(x):
     v = x.t()
     v.add_(1)
