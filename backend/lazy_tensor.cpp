@@ -351,6 +351,23 @@ void LazyTensorImpl::reportViewGeometry(c10::IntArrayRef strides, int64_t storag
   if (storage_offset != 0 || strides != c10::IntArrayRef(trace)) trace_strides_ = std::move(trace);
 }
 
+// Note [Values made in InferenceMode]
+// A tensor made in InferenceMode is an inference tensor (no autograd keys, no version counter),
+// except a view of a normal tensor, which eager keeps normal. A lazy tensor's FunctionalTensorWrapper
+// takes both from the value it wraps when it is made, so the value a view op's *_copy returns in
+// InferenceMode would make the view an inference tensor, and ADInplaceOrView, which runs for the
+// normal base, refuses to give it the base's version counter ("Cannot set version_counter for
+// inference tensor"): a model made outside InferenceMode could not even run F.linear inside it.
+// So the recorder makes such a value normal when the value it is a view of is (leaveInference),
+// and likewise the new value of a write into a normal tensor and of a *_scatter into a normal
+// base, which functionalization swaps in under the normal wrapper that later views are taken of.
+// Pinned by test_views_mutation.py::test_inference_mode_on_tensors_made_outside_it.
+void LazyTensorImpl::leaveInference() {
+  if (!is_inference()) return;
+  key_set_ = key_set_ | c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::LazyBit);
+  version_counter_ = c10::VariableVersion(/*version=*/0);
+}
+
 c10::intrusive_ptr<c10::TensorImpl> LazyTensorImpl::shallow_copy_and_detach(
     const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const {
   auto impl = c10::make_intrusive<LazyTensorImpl>(data_, meta());

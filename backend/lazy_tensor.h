@@ -75,6 +75,9 @@ class LazyTensorImpl final : public c10::TensorImpl {
   /// Reports `strides` and `storage_offset` (a view's, in eager) instead of the trace's strides.
   /// See Note [View geometry].
   void reportViewGeometry(c10::IntArrayRef strides, int64_t storage_offset);
+  /// Makes this tensor, made in InferenceMode, a normal one (autograd keys, a version counter).
+  /// See Note [Values made in InferenceMode].
+  void leaveInference();
   /// Whether this tensor reports other strides or storage offset than its value has in the trace.
   bool reportsOtherGeometry() const { return !trace_strides_.empty(); }
 

@@ -10,6 +10,7 @@
 
 #include <ATen/core/List.h>
 #include <ATen/ops/empty_strided.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
@@ -352,6 +353,33 @@ bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {
   return false;
 }
 
+bool isNormal(const at::Tensor& t) { return t.defined() && !t.is_inference(); }
+
+/// In InferenceMode, the results of a view of a normal tensor, of a write into one and of a
+/// *_scatter into one are normal tensors too. See Note [Values made in InferenceMode].
+void keepNormal(const OpTraits& traits, const std::optional<PendingWrite>& write,
+                const torch::jit::Stack& args, torch::jit::Stack& stack, size_t num_results) {
+  std::vector<at::Tensor> results;
+  for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
+    if (stack[r].isTensor()) results.push_back(stack[r].toTensor());
+    if (!stack[r].isTensorList()) continue;
+    for (const at::Tensor& t : stack[r].toTensorList()) results.push_back(t);
+  }
+  auto leave = [](const at::Tensor& t) {
+    if (auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl())) impl->leaveInference();
+  };
+  const bool of_normal_self = !args.empty() && args[0].isTensor() && isNormal(args[0].toTensor());
+  if ((traits.view_op || traits.scatters_into_self) && of_normal_self) {
+    for (const at::Tensor& t : results) leave(t);
+    return;
+  }
+  if (!write || write->written.size() > results.size()) return;
+  const size_t first = results.size() - write->written.size();
+  for (size_t k = 0; k < write->written.size(); ++k) {
+    if (isNormal(write->written[k])) leave(results[first + k]);
+  }
+}
+
 /// Points every written argument at its new value, and pushes the op's returns.
 void pushResults(const AtenCallAttrs& attrs, const NodePtr& node, const OpTraits& traits,
                  torch::jit::Stack& args, bool factory, torch::jit::Stack* stack) {
@@ -419,6 +447,7 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   torch::jit::drop(*stack, num_args);
   pushResults(*attrs, node, traits, args, /*factory=*/!recorder.anyLazy(), stack);
   const size_t num_returns = attrs->returns.size();
+  if (c10::InferenceMode::is_enabled()) keepNormal(traits, write, args, *stack, num_returns);
   if (traits.view_op) return reportViewResults(*traits.view_op, key, args, *stack, num_returns);
   if (write) return keepWrittenGeometry(*write, *stack, num_returns);
   if (traits.scatters_into_self) {

@@ -58,6 +58,26 @@ bool recordsDirectly(const c10::OperatorHandle& op) {
   return !traitsOf(op).eager;
 }
 
+// Note [Decomposing on Functionalize]
+// Outside InferenceMode, an op with a CompositeImplicitAutograd kernel decomposes on the autograd
+// key, above functionalization, so its ops are functionalized one by one. InferenceMode skips the
+// autograd keys: such an op reaches Functionalize, whose fallback refuses in-place and out= ops
+// ("Found a custom (non-ATen) operator whose output has alias annotations": x.square_()) and
+// hands the others down unwrapped, so their decompositions take views of raw lazy values
+// (F.linear's weight.t()), which ADInplaceOrView refuses for a normal tensor ("Cannot set
+// version_counter for inference tensor"). So every aten op with a CompositeImplicitAutograd kernel
+// and none for Functionalize gets one that runs the decomposition there, as PyTorch's Python
+// functionalization does. Pinned by test_views_mutation.py::
+// test_inference_mode_on_tensors_made_outside_it and test_errors.py::test_write_checks_*.
+void decomposeKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+}
+
+bool decomposesOnFunctionalize(const c10::OperatorHandle& op) {
+  return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+         !op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize);
+}
+
 std::string qualifiedName(const c10::OperatorName& name) {
   std::string qualified = name.name.substr(6);
   if (!name.overload_name.empty()) qualified += "." + name.overload_name;
@@ -70,12 +90,13 @@ void registerDynamicKernels() {
   static auto functionalize_lib = std::make_unique<torch::Library>(
       torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
   // Replacing a kernel warns; on Functionalize, ours are meant to (see Note [In-place result
-  // casts] and Note [Functionalizing copy_ across devices]).
+  // casts], Note [Decomposing on Functionalize] and Note [Functionalizing copy_ across devices]).
   SilentWarnings silent;
   c10::WarningUtils::WarningHandlerGuard guard(&silent);
   functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));  // before it is wrapped below
   int count = 0;
   int checked = 0;
+  int decomposed = 0;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto op = c10::Dispatcher::singleton().findOp(name);
@@ -86,9 +107,14 @@ void registerDynamicKernels() {
       ++count;
     }
     if (registerWriteKernel(*op, *functionalize_lib)) ++checked;
+    if (decomposesOnFunctionalize(*op)) {
+      functionalize_lib->impl(qualifiedName(name).c_str(),
+                              torch::CppFunction::makeFromBoxedFunction<&decomposeKernel>());
+      ++decomposed;
+    }
   }
   LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, write checks for ",
-               checked, " in-place and out= ops");
+               checked, " in-place and out= ops, decompositions on Functionalize for ", decomposed);
 }
 
 const bool registered = (registerDynamicKernels(), true);

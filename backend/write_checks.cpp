@@ -47,9 +47,8 @@ namespace {
 //     the kernel passes that dtype on. The result then keeps the written tensor's geometry (see
 //     Note [View geometry]).
 // An in-place or out= op with no Functionalize kernel but a CompositeImplicitAutograd one (square_,
-// matmul.out) is decomposed by autograd's key outside InferenceMode; inside, PyTorch's fallback on
-// Functionalize refuses it, so ours runs the decomposition there (decomposeKernel), whose ops are
-// checked as above. Pinned by test_errors.py::test_written_cast_* and test_write_checks_*.
+// matmul.out) decomposes (Note [Decomposing on Functionalize]), and its ops are checked as above.
+// Pinned by test_errors.py::test_written_cast_* and test_write_checks_*.
 PendingWrite& pendingWrite() {
   thread_local PendingWrite pending;
   return pending;
@@ -259,12 +258,6 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   functionalize.callBoxed(op, keys, stack);
 }
 
-/// Kernel on Functionalize of an in-place or out= op with no functionalization kernel but a
-/// CompositeImplicitAutograd one: see Note [In-place result casts].
-void decomposeKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
-}
-
 std::string qualifiedName(const c10::OperatorName& name) {
   std::string qualified = name.name.substr(6);
   if (!name.overload_name.empty()) qualified += "." + name.overload_name;
@@ -320,17 +313,12 @@ void keepWrittenGeometry(const PendingWrite& write, const torch::jit::Stack& sta
 bool registerWriteKernel(const c10::OperatorHandle& op, torch::Library& functionalize_lib) {
   const OpTraits& traits = traitsOf(op);
   if (!writesAnArgument(traits)) return false;
+  if (!op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) return false;
+  if (traits.functional_name.empty()) return false;
+  functionalizeKernels().emplace(
+      &op.schema(), op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
   const std::string name = qualifiedName(op.operator_name());
-  if (op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) {
-    if (traits.functional_name.empty()) return false;
-    functionalizeKernels().emplace(
-        &op.schema(), op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
-    functionalize_lib.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&writeKernel>());
-    return true;
-  }
-  if (!op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return false;
-  functionalize_lib.impl(name.c_str(),
-                         torch::CppFunction::makeFromBoxedFunction<&decomposeKernel>());
+  functionalize_lib.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&writeKernel>());
   return true;
 }
 

@@ -36,9 +36,8 @@ void keepWrittenGeometry(const PendingWrite& write, const torch::jit::Stack& sta
                          size_t num_results);
 
 /// Registers a kernel on `functionalize_lib` (aten, Functionalize) for `op` when it is an in-place
-/// or out= op: one that checks the call as eager would before handing it to PyTorch's
-/// functionalization kernel, or, for an op that has none, runs its CompositeImplicitAutograd
-/// decomposition. Returns whether it registered one.
+/// or out= op with a functionalization kernel: one that checks the call as eager would before
+/// handing it to that kernel. Returns whether it registered one.
 bool registerWriteKernel(const c10::OperatorHandle& op, torch::Library& functionalize_lib);
 
 }  // namespace lazyfuse

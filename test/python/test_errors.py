@@ -371,6 +371,8 @@ WRITES_ALLOWED = {
     "multiply_": ([data(3), data(3)], lambda a, b: a.multiply_(b)),
     "clip_": ([data(3)], lambda a: a.clip_(-0.5, 0.5)),
     "relu6_inplace": ([data(3) * 8], lambda a: F.relu6(a, inplace=True)),
+    "fill_diagonal_": ([data(3, 3)], lambda a: a.fill_diagonal_(2.0)),
+    "dropout_p0_inplace": ([data(3)], lambda a: F.dropout(a, 0.0, training=True, inplace=True)),
     "float_power_double": ([data(3, dtype=torch.float64)], lambda a: a.float_power_(2)),
     "matmul_out_float": ([data(2, 3), data(3, 2), data(2, 2)],
                          lambda a, b, o: torch.matmul(a, b, out=o)),
