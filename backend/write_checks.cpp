@@ -31,9 +31,9 @@ namespace {
 // op does not help (several Python meta kernels, mul_'s among them, check no dtypes), and out=
 // ops get none. So every in-place and out= op of aten with a Functionalize kernel gets ours on
 // that key in its place (writeKernel; it calls PyTorch's, or for copy_ the one of Note
-// [Functionalizing copy_ across devices]). Functionalize is the one key every
-// lazy tensor carries that runs in every mode: autograd keys are skipped under InferenceMode and
-// absent from tensors made there. For a write into a lazy tensor, ours
+// [Functionalizing copy_ across devices]). Functionalize is the one key every lazy tensor carries
+// that runs in every mode: autograd keys are skipped under InferenceMode and absent from tensors
+// made there. For a write into a lazy tensor, ours
 //  1. runs the op itself on Meta, and when that raises, on the CPU on stand-ins (as Note [Eager's
 //     errors] does) for eager's exception and message; on a pass, an op whose CPU checks do not
 //     depend on sizes (OpTraits::probes_on_cpu) on one-element stand-ins, for the dtype checks
