@@ -196,18 +196,19 @@ void checkScalarValuesOnCpu(const c10::OperatorHandle& op, const OpTraits& trait
   probed.seen.insert(key);
 }
 
-void raiseEagerErrorOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& args,
+bool raiseEagerErrorOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& args,
                           bool one_per_dim) {
-  if (op.hasTag(at::Tag::nondeterministic_seeded)) return;  // a run would draw random numbers
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;  // it would draw random numbers
   int64_t elements = 0;
   for (const c10::IValue& v : args) elements += lazyElements(v);
-  if (!one_per_dim && elements > kMaxStandInElements) return;
+  if (!one_per_dim && elements > kMaxStandInElements) return false;
   torch::jit::Stack cpu;
   for (const c10::IValue& v : args) cpu.push_back(standInArg(v, one_per_dim));
   DropWarnings drop;
   c10::WarningUtils::WarningHandlerGuard quiet(&drop);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   op.callBoxed(cpu);
+  return true;
 }
 
 void eagerFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

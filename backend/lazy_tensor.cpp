@@ -4,6 +4,7 @@
 #include "lazy_ir/check.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/core/List.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
@@ -53,13 +54,19 @@ void registerData(const c10::intrusive_ptr<LazyData>& data) {
 // found by running the view op on Meta over the input's reported geometry (cached), while the
 // recorder, its meta cache and the graph go on using the value's strides in the trace
 // (traceStrides). Writes keep geometry, as in eager: the result of the op recorded for an
-// in-place or out= op reports the geometry of the tensor it is written into (not under
-// InferenceMode, see Note [In-place result casts]), and a *_scatter's result the geometry of the
-// base it writes into. That matters beyond the written tensor: functionalization replays a write
-// through a view into its base with *_scatter and inverse view ops (t_copy for t), whose results
-// become the base's value and views. Any other op's result reports its trace strides.
-// Pinned by test_views_mutation.py::test_view_metadata_like_eager and
-// test_view_metadata_after_write_like_eager.
+// in-place or out= op reports the geometry of the tensor it is written into (see Note [In-place
+// result casts]), and a *_scatter's result the geometry of the base it writes into. That matters
+// beyond the written tensor: functionalization replays a write through a view into its base with
+// *_scatter and inverse view ops (t_copy for t), whose results become the base's value and views.
+// Any other op's result reports the strides eager gives it: its trace strides, unless an input
+// reports another geometry (x.t() + 1, x.t().clone() and empty_like(x.t()) stay transposed in
+// eager), where the op runs on Meta over the inputs' reported geometry too (cached), and its
+// results report the strides found there. Where a meta kernel picks other strides than the CPU
+// kernel (conv2d of a channels_last input: contiguous on Meta), the result reports Meta's. Buffers
+// keep the trace's strides; a transfer out (`.cpu()`) gives the strides eager's _to_copy gives the
+// reported geometry, copying where the buffer's differ.
+// Pinned by test_views_mutation.py::test_view_metadata_like_eager,
+// test_view_metadata_after_write_like_eager and test_result_strides_like_eager.
 struct ViewGeometry {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
@@ -77,7 +84,8 @@ ViewGeometryCache& viewGeometryCache() {
   return *instance;
 }
 
-/// A Meta tensor with `impl`'s dtype, sizes, reported strides and storage offset.
+}  // namespace
+
 at::Tensor metaWithGeometry(const LazyTensorImpl& impl) {
   int64_t extent = impl.numel() == 0 ? 0 : impl.storage_offset() + 1;
   for (size_t d = 0; d < impl.sizes().size() && impl.numel() > 0; ++d) {
@@ -87,6 +95,8 @@ at::Tensor metaWithGeometry(const LazyTensorImpl& impl) {
       at::empty({extent}, at::TensorOptions().dtype(impl.dtype()).device(c10::kMeta));
   return storage.as_strided(impl.sizes(), impl.strides(), impl.storage_offset());
 }
+
+namespace {
 
 /// The geometry of each view `view_op` returns for `args`; empty when Meta cannot tell.
 ViewGeometries inferViewGeometry(const c10::OperatorHandle& view_op, const torch::jit::Stack& args,
@@ -116,22 +126,85 @@ ViewGeometries inferViewGeometry(const c10::OperatorHandle& view_op, const torch
   return out;
 }
 
-/// inferViewGeometry, cached under the call's trace key and the input's reported geometry.
-std::shared_ptr<const ViewGeometries> cachedViewGeometry(const c10::OperatorHandle& view_op,
-                                                         HashValue key,
-                                                         const torch::jit::Stack& args,
-                                                         const LazyTensorImpl& self) {
-  key = hashCombine(hashInts(key, self.strides()), self.storage_offset());
+/// The geometry of each tensor `op` returns when run on Meta over the reported geometry of the
+/// lazy tensors in `args`; empty when Meta cannot tell.
+ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
+  auto meta = [](const at::Tensor& t) {
+    auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
+    return impl == nullptr ? t : metaWithGeometry(*impl);
+  };
+  torch::jit::Stack meta_stack;
+  for (const c10::IValue& v : args) {
+    if (v.isTensor()) {
+      meta_stack.push_back(meta(v.toTensor()));
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : v.toTensorList()) list.push_back(meta(t));
+      meta_stack.push_back(list);
+    } else if (v.isList() && v.toListRef().size() > 0 && v.toListRef()[0].isTensor()) {
+      c10::List<std::optional<at::Tensor>> list;
+      for (const c10::IValue& e : v.toListRef()) {
+        list.push_back(e.isTensor() ? std::optional<at::Tensor>(meta(e.toTensor())) : std::nullopt);
+      }
+      meta_stack.push_back(list);
+    } else {
+      meta_stack.push_back(v.isDevice() ? c10::IValue(c10::Device(c10::kMeta)) : v);
+    }
+  }
+  c10::impl::ExcludeDispatchKeyGuard no_autograd(
+      c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+  c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+  } catch (const std::exception&) {
+    return {};  // the trace's meta inference accepted the call: its geometry is all we know
+  }
+  ViewGeometries out;
+  for (const c10::IValue& v : meta_stack) {
+    std::vector<at::Tensor> results;
+    if (v.isTensor()) results.push_back(v.toTensor());
+    if (v.isTensorList()) results = v.toTensorList().vec();
+    for (const at::Tensor& t : results) {
+      if (!t.defined()) return {};
+      out.push_back({t.sizes().vec(), t.strides().vec(), t.storage_offset()});
+    }
+  }
+  return out;
+}
+
+/// `infer()`, cached under `key`.
+template <typename Infer>
+std::shared_ptr<const ViewGeometries> cachedGeometry(HashValue key, Infer infer) {
   ViewGeometryCache& cache = viewGeometryCache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
     auto it = cache.entries.find(key);
     if (it != cache.entries.end()) return it->second;
   }
-  auto geometries = std::make_shared<const ViewGeometries>(inferViewGeometry(view_op, args, self));
+  auto geometries = std::make_shared<const ViewGeometries>(infer());
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, geometries);
   return geometries;
+}
+
+/// The `num_results` tensors at the end of `stack` report `geometries`, in order, where their
+/// sizes agree.
+void reportGeometries(const ViewGeometries& geometries, torch::jit::Stack& stack,
+                      size_t num_results) {
+  size_t k = 0;
+  for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
+    std::vector<at::Tensor> results;
+    if (stack[r].isTensor()) results.push_back(stack[r].toTensor());
+    if (stack[r].isTensorList()) results = stack[r].toTensorList().vec();
+    for (const at::Tensor& t : results) {
+      if (k >= geometries.size()) return;
+      const ViewGeometry& g = geometries[k++];
+      auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
+      if (impl != nullptr && impl->sizes() == c10::IntArrayRef(g.sizes)) {
+        impl->reportViewGeometry(g.strides, g.storage_offset);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -142,21 +215,35 @@ void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
   const LazyTensorImpl* self = args.empty() || !args[0].isTensor() ? nullptr
                                                                      : lazyImpl(args[0].toTensor());
   if (self == nullptr) return;
-  std::shared_ptr<const ViewGeometries> geometries = cachedViewGeometry(view_op, key, args, *self);
-  size_t k = 0;
-  for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
-    std::vector<at::Tensor> results;
-    if (stack[r].isTensor()) results.push_back(stack[r].toTensor());
-    if (stack[r].isTensorList()) results = stack[r].toTensorList().vec();
-    for (const at::Tensor& t : results) {
-      if (k >= geometries->size()) return;
-      const ViewGeometry& g = (*geometries)[k++];
-      auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
-      if (impl != nullptr && impl->sizes() == c10::IntArrayRef(g.sizes)) {
-        impl->reportViewGeometry(g.strides, g.storage_offset);
+  key = hashCombine(hashInts(key, self->strides()), self->storage_offset());
+  auto geometries = cachedGeometry(key, [&] { return inferViewGeometry(view_op, args, *self); });
+  reportGeometries(*geometries, stack, num_results);
+}
+
+void reportResultGeometry(const c10::OperatorHandle& op, HashValue key,
+                          const torch::jit::Stack& args, torch::jit::Stack& stack,
+                          size_t num_results) {
+  bool other = false;
+  auto add = [&](const at::Tensor& t) {
+    auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
+    if (impl == nullptr) return;
+    other = other || impl->reportsOtherGeometry();
+    key = hashCombine(hashInts(key, impl->strides()), impl->storage_offset());
+  };
+  for (const c10::IValue& v : args) {
+    if (v.isTensor()) add(v.toTensor());
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) add(t);
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) add(e.toTensor());
       }
     }
   }
+  if (!other) return;
+  key = hashCombine(key, 0x7e5a17ULL);  // apart from the view geometries' keys
+  auto geometries = cachedGeometry(key, [&] { return inferResultGeometry(op, args); });
+  reportGeometries(*geometries, stack, num_results);
 }
 
 void reportGeometryOf(const at::Tensor& like, const at::Tensor& result) {
@@ -258,8 +345,27 @@ void LazyTensorImpl::setMeta(const TensorMeta& meta) {
 
 void LazyTensorImpl::reportViewGeometry(c10::IntArrayRef strides, int64_t storage_offset) {
   LF_INTERNAL_ASSERT(strides.size() == sizes().size(), "view geometry of another rank");
-  if (trace_strides_.empty()) trace_strides_ = this->strides().vec();
+  std::vector<int64_t> trace = traceStrides().vec();
   set_sizes_and_strides(sizes(), strides, storage_offset);
+  trace_strides_.clear();
+  if (storage_offset != 0 || strides != c10::IntArrayRef(trace)) trace_strides_ = std::move(trace);
+}
+
+// Note [Values made in InferenceMode]
+// A tensor made in InferenceMode is an inference tensor (no autograd keys, no version counter),
+// except a view of a normal tensor, which eager keeps normal. A lazy tensor's FunctionalTensorWrapper
+// takes both from the value it wraps when it is made, so the value a view op's *_copy returns in
+// InferenceMode would make the view an inference tensor, and ADInplaceOrView, which runs for the
+// normal base, refuses to give it the base's version counter ("Cannot set version_counter for
+// inference tensor"): a model made outside InferenceMode could not even run F.linear inside it.
+// So the recorder makes such a value normal when the value it is a view of is (leaveInference),
+// and likewise the new value of a write into a normal tensor and of a *_scatter into a normal
+// base, which functionalization swaps in under the normal wrapper that later views are taken of.
+// Pinned by test_views_mutation.py::test_inference_mode_on_tensors_made_outside_it.
+void LazyTensorImpl::leaveInference() {
+  if (!is_inference()) return;
+  key_set_ = key_set_ | c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::LazyBit);
+  version_counter_ = c10::VariableVersion(/*version=*/0);
 }
 
 c10::intrusive_ptr<c10::TensorImpl> LazyTensorImpl::shallow_copy_and_detach(

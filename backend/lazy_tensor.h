@@ -75,6 +75,11 @@ class LazyTensorImpl final : public c10::TensorImpl {
   /// Reports `strides` and `storage_offset` (a view's, in eager) instead of the trace's strides.
   /// See Note [View geometry].
   void reportViewGeometry(c10::IntArrayRef strides, int64_t storage_offset);
+  /// Makes this tensor, made in InferenceMode, a normal one (autograd keys, a version counter).
+  /// See Note [Values made in InferenceMode].
+  void leaveInference();
+  /// Whether this tensor reports other strides or storage offset than its value has in the trace.
+  bool reportsOtherGeometry() const { return !trace_strides_.empty(); }
 
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       const c10::VariableVersion& version_counter,
@@ -101,6 +106,17 @@ LazyTensorImpl* lazyImpl(const at::Tensor& tensor);
 void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
                        const torch::jit::Stack& args, torch::jit::Stack& stack,
                        size_t num_results);
+
+/// Makes the `num_results` lazy tensors at the end of `stack`, returned by `op` (not a view op, and
+/// writing no argument) called with `args`, report the strides eager gives them, when an input
+/// reports another geometry than it has in the trace. `key` identifies the call in the trace.
+/// See Note [View geometry].
+void reportResultGeometry(const c10::OperatorHandle& op, HashValue key,
+                          const torch::jit::Stack& args, torch::jit::Stack& stack,
+                          size_t num_results);
+
+/// A Meta tensor with `impl`'s dtype, sizes, reported strides and storage offset.
+at::Tensor metaWithGeometry(const LazyTensorImpl& impl);
 
 /// Makes the raw lazy tensor `result` report the strides and storage offset `like` reports, when
 /// their sizes agree: the result of an in-place op keeps the geometry of the tensor it writes, a

@@ -110,16 +110,20 @@ std::optional<c10::OperatorHandle> viewOpOf(const c10::FunctionSchema& schema) {
 }
 
 // See Note [Eager's errors]: pointwise ops broadcast one-element stand-ins, reductions keep every
-// dim they are given, and these ops accept any operand of one element per dim (floor_divide is
-// pointwise without the tag).
-bool probesOnCpu(const c10::OperatorHandle& op) {
+// dim they are given, and these ops (and their in-place variants) accept any operand of one
+// element per dim (floor_divide is pointwise without the tag).
+bool probesOnCpu(const c10::OperatorHandle& op, const std::vector<uint8_t>& written) {
   static const std::set<std::string> size_free = {
-      "aten::mm",  "aten::bmm",   "aten::addmm", "aten::baddbmm", "aten::addbmm",
-      "aten::mv",  "aten::addmv", "aten::dot",   "aten::vdot",    "aten::_softmax",
-      "aten::_log_softmax",       "aten::floor_divide"};
+      "aten::mm",       "aten::bmm",          "aten::addmm",        "aten::baddbmm",
+      "aten::addbmm",   "aten::mv",           "aten::addmv",        "aten::dot",
+      "aten::vdot",     "aten::_softmax",     "aten::_log_softmax", "aten::floor_divide",
+      "aten::cumsum",   "aten::cumprod",      "aten::softmax",      "aten::log_softmax",
+      "aten::sort"};
   if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;
   if (op.hasTag(at::Tag::pointwise) || op.hasTag(at::Tag::reduction)) return true;
-  return size_free.count(op.schema().name()) > 0;
+  const std::string& name = op.schema().name();
+  if (isInPlace(op.schema(), written)) return size_free.count(name.substr(0, name.size() - 1)) > 0;
+  return size_free.count(name) > 0;
 }
 
 std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
@@ -143,7 +147,7 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   traits->functional_name = functionalNameOf(op, traits->written);
   traits->out_dtype_arg = outDtypeArgOf(schema, traits->written);
   traits->view_op = viewOpOf(schema);
-  traits->probes_on_cpu = probesOnCpu(op);
+  traits->probes_on_cpu = probesOnCpu(op, traits->written);
   traits->scatters_into_self =
       endsWith(schema.name(), "_scatter") && schema.returns().size() == 1 &&
       !schema.arguments().empty() &&

@@ -5,13 +5,15 @@
 #include "backend/lazy_tensor.h"
 #include "backend/metrics.h"
 #include "backend/op_traits.h"
+#include "backend/write_checks.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/core/List.h>
 #include <ATen/ops/empty_strided.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
-#include <c10/util/SmallVector.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -329,6 +331,10 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
   return attrs;
 }
 
+bool writesAnArgument(const OpTraits& traits) {
+  return std::any_of(traits.written.begin(), traits.written.end(), [](uint8_t w) { return w; });
+}
+
 bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {
   // x[mask] = v reaches us as the functional aten::index_put (Functionalize rewrites index_put_);
   // _index_put_impl is what index_put_ decomposes into where nothing functionalizes it.
@@ -347,85 +353,31 @@ bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {
   return false;
 }
 
-// Note [In-place result casts]
-// Eager refuses an in-place or out= op whose result dtype cannot be cast to the tensor it writes
-// (`int_tensor.mul_(floats)`: "result type Float can't be cast to the desired output type Int").
-// Functionalization loses that check: it records the functional op (mul), then casts its result
-// to the written tensor's dtype in FunctionalTensorWrapper::replace_, silently truncating. Its
-// meta reference run of the in-place op does not help (several Python meta kernels, mul_'s among
-// them, check no dtypes), and out= ops get none. So aten's in-place and out= ops get a kernel on
-// AutogradLazy, the one key above Functionalize that is ours (writtenCastKernel): it notes the
-// dtypes the op will write and hands the op to autograd; the recorder checks the first op of the
-// functional name it then records, before any tensor is replaced, so every tensor stays as it
-// was. The rule (eager's TensorIterator rule, can_cast) agrees with every OpInfo's in-place and
-// out= variant but three kinds, which the traits leave out or fix: random ops' out= (they draw in
-// the out dtype), ops where eager is stricter (left as before), and sum, prod, nansum, cumsum and
-// cumprod with out= and no dtype, which compute in the out tensor's dtype: the kernel passes that
-// dtype on. The same kernel lets the result keep the written tensor's geometry (see Note [View
-// geometry]). Under InferenceMode, which skips autograd keys, nothing is checked.
-// Pinned by test_errors.py::test_written_cast_*.
-struct PendingWrite {
-  const std::string* functional_name = nullptr;  // null: no write pending
-  c10::SmallVector<at::Tensor, 2> written;       // in argument order, tensor lists flattened
-};
+bool isNormal(const at::Tensor& t) { return t.defined() && !t.is_inference(); }
 
-PendingWrite& pendingWrite() {
-  thread_local PendingWrite pending;
-  return pending;
-}
-
-class PendingWriteGuard {
- public:
-  explicit PendingWriteGuard(PendingWrite write)
-      : saved_(std::exchange(pendingWrite(), std::move(write))) {}
-  ~PendingWriteGuard() { pendingWrite() = std::move(saved_); }
-  PendingWriteGuard(const PendingWriteGuard&) = delete;
-  PendingWriteGuard& operator=(const PendingWriteGuard&) = delete;
-
- private:
-  PendingWrite saved_;
-};
-
-/// The pending write that `traits`' op is recorded in place of, taken; nullopt for any other op.
-std::optional<PendingWrite> takePendingWrite(const OpTraits& traits) {
-  PendingWrite& pending = pendingWrite();
-  if (pending.functional_name == nullptr || *pending.functional_name != traits.counter_name) {
-    return std::nullopt;
-  }
-  PendingWrite taken = pending;
-  pending.functional_name = nullptr;
-  return taken;
-}
-
-/// Refuses the op recorded in place of a write when one of its results cannot be cast to the
-/// tensor it is written into. See Note [In-place result casts].
-void checkWrittenCasts(const PendingWrite& write, const AtenCallAttrs& attrs) {
-  const size_t n = write.written.size();
-  if (attrs.outputs.size() < n) return;
-  const size_t first = attrs.outputs.size() - n;
-  for (size_t k = 0; k < n; ++k) {
-    if (!write.written[k].defined()) continue;
-    c10::ScalarType result = attrs.outputs[first + k].dtype;
-    c10::ScalarType written = write.written[k].scalar_type();
-    LF_CHECK(c10::canCast(result, written), "result type ", result,
-             " can't be cast to the desired output type ", written);
-  }
-}
-
-/// The results of the op recorded in place of a write report the geometry of the tensors they
-/// are written into, as eager's in-place and out= ops leave it. See Note [View geometry].
-void keepWrittenGeometry(const PendingWrite& write, const torch::jit::Stack& stack,
-                         size_t num_results) {
+/// In InferenceMode, the results of a view of a normal tensor, of a write into one and of a
+/// *_scatter into one are normal tensors too. See Note [Values made in InferenceMode].
+void keepNormal(const OpTraits& traits, const std::optional<PendingWrite>& write,
+                const torch::jit::Stack& args, torch::jit::Stack& stack, size_t num_results) {
   std::vector<at::Tensor> results;
   for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
     if (stack[r].isTensor()) results.push_back(stack[r].toTensor());
     if (!stack[r].isTensorList()) continue;
     for (const at::Tensor& t : stack[r].toTensorList()) results.push_back(t);
   }
-  const size_t n = write.written.size();
-  if (n > results.size()) return;
-  const size_t first = results.size() - n;
-  for (size_t k = 0; k < n; ++k) reportGeometryOf(write.written[k], results[first + k]);
+  auto leave = [](const at::Tensor& t) {
+    if (auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl())) impl->leaveInference();
+  };
+  const bool of_normal_self = !args.empty() && args[0].isTensor() && isNormal(args[0].toTensor());
+  if ((traits.view_op || traits.scatters_into_self) && of_normal_self) {
+    for (const at::Tensor& t : results) leave(t);
+    return;
+  }
+  if (!write || write->written.size() > results.size()) return;
+  const size_t first = results.size() - write->written.size();
+  for (size_t k = 0; k < write->written.size(); ++k) {
+    if (isNormal(write->written[k])) leave(results[first + k]);
+  }
 }
 
 /// Points every written argument at its new value, and pushes the op's returns.
@@ -494,30 +446,14 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   metrics::ops_recorded.add();
   torch::jit::drop(*stack, num_args);
   pushResults(*attrs, node, traits, args, /*factory=*/!recorder.anyLazy(), stack);
-  if (traits.view_op) reportViewResults(*traits.view_op, key, args, *stack, attrs->returns.size());
-  if (write) keepWrittenGeometry(*write, *stack, attrs->returns.size());
-  if (traits.scatters_into_self) reportGeometryOf(args[0].toTensor(), stack->back().toTensor());
-}
-
-void writtenCastKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const OpTraits& traits = traitsOf(op);
-  PendingWrite write;
-  write.functional_name = &traits.functional_name;
-  const size_t first_arg = stack->size() - traits.written.size();
-  for (size_t i = 0; i < traits.written.size(); ++i) {
-    if (!traits.written[i]) continue;
-    const c10::IValue& v = (*stack)[first_arg + i];
-    if (v.isTensor()) write.written.push_back(v.toTensor());
-    if (!v.isTensorList()) continue;
-    for (const at::Tensor& t : v.toTensorList()) write.written.push_back(t);
+  const size_t num_returns = attrs->returns.size();
+  if (c10::InferenceMode::is_enabled()) keepNormal(traits, write, args, *stack, num_returns);
+  if (traits.view_op) return reportViewResults(*traits.view_op, key, args, *stack, num_returns);
+  if (write) return keepWrittenGeometry(*write, *stack, num_returns);
+  if (traits.scatters_into_self) {
+    return reportGeometryOf(args[0].toTensor(), stack->back().toTensor());
   }
-  if (traits.out_dtype_arg >= 0 && write.written[0].defined()) {
-    // Eager reduces in the out tensor's dtype when given none; the functional op must too.
-    c10::IValue& dtype = (*stack)[first_arg + traits.out_dtype_arg];
-    if (dtype.isNone()) dtype = write.written[0].scalar_type();
-  }
-  PendingWriteGuard guard(std::move(write));
-  op.callBoxedForDispatchKey(c10::DispatchKey::Autograd, *stack);
+  if (!writesAnArgument(traits)) reportResultGeometry(op, key, args, *stack, num_returns);
 }
 
 size_t metaCacheSize() {

@@ -17,9 +17,9 @@ void eagerFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 /// Runs `op` on the CPU with `args`, each lazy tensor replaced by ones of its dtype and sizes
 /// (every size cut to at most 1 when `one_per_dim`), so that the CPU kernel raises the error eager
-/// would raise; returns when it runs, or when the stand-ins would be too large.
-/// See Note [Eager's errors].
-void raiseEagerErrorOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& args,
+/// would raise; returns whether it ran (not when the stand-ins would be too large, or the op is
+/// random). See Note [Eager's errors].
+bool raiseEagerErrorOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& args,
                           bool one_per_dim);
 
 /// raiseEagerErrorOnCpu on one-element stand-ins for a call on integer tensors with Scalar
@@ -30,11 +30,6 @@ void checkScalarValuesOnCpu(const c10::OperatorHandle& op, const OpTraits& trait
 /// Lazy kernel of native_batch_norm: records it, and updates the running stats when it trains.
 /// See Note [native_batch_norm writes its running stats].
 void nativeBatchNormKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
-
-/// Kernel on AutogradLazy for the in-place and out= ops of aten: runs the op's autograd kernel,
-/// and has the recorder refuse the functional op recorded in its place if a result cannot be cast
-/// to the tensor it writes, as eager does. See Note [In-place result casts].
-void writtenCastKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 /// Number of distinct (op, input metadata) entries inferred on Meta.
 size_t metaCacheSize();

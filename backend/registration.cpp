@@ -3,6 +3,7 @@
 #include "backend/op_traits.h"
 #include "backend/recorder.h"
 #include "backend/transfers.h"
+#include "backend/write_checks.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
@@ -57,14 +58,24 @@ bool recordsDirectly(const c10::OperatorHandle& op) {
   return !traitsOf(op).eager;
 }
 
-// See Note [In-place result casts]. Only where AutogradLazy runs autograd's kernel, which ours
-// hands the op on to: an op with a CompositeImplicitAutograd kernel runs that one there instead
-// (matmul.out decomposes into mm.out, which is checked), even when it has an Autograd kernel.
-bool checksWrittenCasts(const c10::OperatorHandle& op) {
-  if (traitsOf(op).functional_name.empty()) return false;
-  if (op.hasKernelForDispatchKey(c10::DispatchKey::AutogradLazy)) return false;
-  if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return false;
-  return op.hasKernelForDispatchKey(c10::DispatchKey::Autograd);
+// Note [Decomposing on Functionalize]
+// Outside InferenceMode, an op with a CompositeImplicitAutograd kernel decomposes on the autograd
+// key, above functionalization, so its ops are functionalized one by one. InferenceMode skips the
+// autograd keys: such an op reaches Functionalize, whose fallback refuses in-place and out= ops
+// ("Found a custom (non-ATen) operator whose output has alias annotations": x.square_()) and
+// hands the others down unwrapped, so their decompositions take views of raw lazy values
+// (F.linear's weight.t()), which ADInplaceOrView refuses for a normal tensor ("Cannot set
+// version_counter for inference tensor"). So every aten op with a CompositeImplicitAutograd kernel
+// and none for Functionalize gets one that runs the decomposition there, as PyTorch's Python
+// functionalization does. Pinned by test_views_mutation.py::
+// test_inference_mode_on_tensors_made_outside_it and test_errors.py::test_write_checks_*.
+void decomposeKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+}
+
+bool decomposesOnFunctionalize(const c10::OperatorHandle& op) {
+  return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+         !op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize);
 }
 
 std::string qualifiedName(const c10::OperatorName& name) {
@@ -76,10 +87,16 @@ std::string qualifiedName(const c10::OperatorName& name) {
 void registerDynamicKernels() {
   static auto lazy_lib = std::make_unique<torch::Library>(
       torch::Library::IMPL, "aten", c10::DispatchKey::Lazy, __FILE__, __LINE__);
-  static auto autograd_lib = std::make_unique<torch::Library>(
-      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradLazy, __FILE__, __LINE__);
+  static auto functionalize_lib = std::make_unique<torch::Library>(
+      torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
+  // Replacing a kernel warns; on Functionalize, ours are meant to (see Note [In-place result
+  // casts], Note [Decomposing on Functionalize] and Note [Functionalizing copy_ across devices]).
+  SilentWarnings silent;
+  c10::WarningUtils::WarningHandlerGuard guard(&silent);
+  functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));  // before it is wrapped below
   int count = 0;
   int checked = 0;
+  int decomposed = 0;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto op = c10::Dispatcher::singleton().findOp(name);
@@ -89,21 +106,15 @@ void registerDynamicKernels() {
                      torch::CppFunction::makeFromBoxedFunction<&recordOp>());
       ++count;
     }
-    if (checksWrittenCasts(*op)) {
-      autograd_lib->impl(qualifiedName(name).c_str(),
-                         torch::CppFunction::makeFromBoxedFunction<&writtenCastKernel>());
-      ++checked;
+    if (registerWriteKernel(*op, *functionalize_lib)) ++checked;
+    if (decomposesOnFunctionalize(*op)) {
+      functionalize_lib->impl(qualifiedName(name).c_str(),
+                              torch::CppFunction::makeFromBoxedFunction<&decomposeKernel>());
+      ++decomposed;
     }
   }
-  LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, cast checks for ",
-               checked, " in-place and out= ops");
-
-  // See Note [Functionalizing copy_ across devices]. Replacing a kernel warns; this one is meant.
-  SilentWarnings silent;
-  c10::WarningUtils::WarningHandlerGuard guard(&silent);
-  static auto functionalize_lib = std::make_unique<torch::Library>(
-      torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
-  functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));
+  LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, write checks for ",
+               checked, " in-place and out= ops, decompositions on Functionalize for ", decomposed);
 }
 
 const bool registered = (registerDynamicKernels(), true);

@@ -30,6 +30,30 @@ at::Tensor meta(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
+/// Lazy `self` moved to another device by _to_copy with `args`, with the strides eager's _to_copy
+/// gives self's reported geometry: its buffer has the trace's strides, which can differ.
+/// See Note [View geometry].
+at::Tensor transferOut(const at::Tensor& self, c10::ArrayRef<c10::IValue> args) {
+  at::Tensor buffer = materialize(self);
+  metrics::transfers_out.add();
+  const LazyTensorImpl* impl = lazyImpl(self);
+  if (!impl->reportsOtherGeometry()) {
+    return at::_to_copy(buffer, args[1].toOptional<c10::ScalarType>(),
+                        args[2].toOptional<c10::Layout>(), args[3].toDevice(),
+                        args[4].toOptional<bool>(), args[5].toBool(),
+                        args[6].toOptional<c10::MemoryFormat>());
+  }
+  at::Tensor like = at::_to_copy(metaWithGeometry(*impl), args[1].toOptional<c10::ScalarType>(),
+                                 args[2].toOptional<c10::Layout>(), c10::Device(c10::kMeta),
+                                 /*pin_memory=*/std::nullopt, /*non_blocking=*/false,
+                                 args[6].toOptional<c10::MemoryFormat>());
+  at::TensorOptions options = like.options().device(args[3].toDevice());
+  if (args[4].toOptional<bool>().value_or(false)) options = options.pinned_memory(true);
+  at::Tensor out = at::empty_strided(like.sizes(), like.strides(), options);
+  out.copy_(buffer, args[5].toBool());
+  return out;
+}
+
 }  // namespace
 
 void toCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -51,12 +75,7 @@ void toCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   if (to_lazy) return recordOp(op, stack);  // a dtype or layout change stays in the trace
-  at::Tensor buffer = materialize(self);
-  metrics::transfers_out.add();
-  at::Tensor out = at::_to_copy(buffer, args[1].toOptional<c10::ScalarType>(),
-                                args[2].toOptional<c10::Layout>(), device.toDevice(),
-                                args[4].toOptional<bool>(), args[5].toBool(),
-                                args[6].toOptional<c10::MemoryFormat>());
+  at::Tensor out = transferOut(self, args);
   torch::jit::drop(*stack, 7);
   stack->push_back(out);
 }

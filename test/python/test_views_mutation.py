@@ -3,11 +3,13 @@
 Each test runs the same mutating function on a CPU tensor and on a lazy copy, then compares every
 tensor the function touched (base and views)."""
 
+import copy
 import os
 import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import lazyfuse
 from helpers import to_cpu, to_lazy
@@ -430,6 +432,69 @@ def test_contiguous_tensor_metadata_like_eager():
                                                                 c.is_contiguous())
 
 
+# See Note [View geometry]: results of other ops report the strides eager gives them, and a
+# transfer to the CPU has those strides too.
+RESULT_LAYOUTS = {
+    "t_add": (base, lambda x: x.t() + 1),
+    "t_clone": (base, lambda x: x.t().clone()),
+    "t_exp": (base, lambda x: x.t().exp()),
+    "t_mul_t": (base, lambda x: x.t() * x.t()),
+    "t_where": (base, lambda x: torch.where(x.t() > 0, x.t(), 0.0)),
+    "t_add_then_mul": (base, lambda x: (x.t() + 1) * 2),
+    "t_to_double": (base, lambda x: x.t().double()),
+    "t_contiguous": (base, lambda x: x.t().contiguous()),
+    "t_sum": (base, lambda x: x.t().sum(0)),
+    "t_mm": (base, lambda x: x.t() @ x),
+    "column_step_add": (base, lambda x: x[:, ::2] + 1),
+    "t_view": (base, lambda x: x.t()),
+    "column_step_view": (base, lambda x: x[:, ::2]),
+    "permute_add": (lambda: torch.randn(2, 3, 4, 5), lambda y: y.permute(0, 2, 3, 1) + 1),
+    "channels_last_add": (lambda: torch.randn(2, 3, 4, 5),
+                          lambda y: y.contiguous(memory_format=torch.channels_last) + 1),
+    "channels_last_relu_clone": (
+        lambda: torch.randn(2, 3, 4, 5),
+        lambda y: y.contiguous(memory_format=torch.channels_last).relu().clone()),
+    "permuted_channels_last_add": (
+        lambda: torch.randn(2, 4, 5, 3), lambda y: y.permute(0, 3, 1, 2) + y.permute(0, 3, 1, 2)),
+}
+
+
+def _layout(t):
+    cl = t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last)
+    return t.shape, t.stride(), t.is_contiguous(), cl
+
+
+@pytest.mark.parametrize("make_input, op", RESULT_LAYOUTS.values(), ids=list(RESULT_LAYOUTS))
+def test_result_strides_like_eager(make_input, op):
+    cpu = make_input()
+    expected = op(cpu)
+    actual = op(cpu.to("lazy"))
+    assert _layout(actual) == _layout(expected)
+    moved = actual.cpu()
+    # Eager's _to_copy keeps the strides of a dense tensor and picks a dense layout for another
+    # (a column step); a dtype change takes the same path as a device change.
+    assert _layout(moved) == _layout(expected.double())
+    torch.testing.assert_close(moved, expected)
+
+
+def test_result_strides_like_eager_for_empty_like():
+    cpu = base()
+    expected, actual = torch.empty_like(cpu.t()), torch.empty_like(cpu.to("lazy").t())
+    assert _layout(actual) == _layout(expected)
+    assert actual.cpu().stride() == expected.stride()
+
+
+def test_view_of_transposed_result_refused_like_eager():
+    cpu = base()
+    with pytest.raises(RuntimeError) as eager:
+        (cpu.t() + 1).view(-1)
+    with pytest.raises(RuntimeError) as lazy:
+        (cpu.to("lazy").t() + 1).view(-1)
+    assert str(lazy.value) == str(eager.value)
+    expected = (cpu.t() + 1).reshape(-1)
+    torch.testing.assert_close((cpu.to("lazy").t() + 1).reshape(-1).cpu(), expected)
+
+
 def _write_through_view_then_view(x):
     v = x.t()
     v.add_(1)
@@ -516,3 +581,56 @@ def test_view_values_and_later_ops_unchanged_by_view_metadata():
              lambda x: x.t()[1:] * 2 + x[:, 1:].t())
     for make in makes:
         torch.testing.assert_close(make(lazy).cpu(), make(cpu))
+
+
+# ---- InferenceMode on tensors made outside it ----------------------------------------------
+# See Note [Values made in InferenceMode] in backend/lazy_tensor.cpp and Note [Decomposing on
+# Functionalize] in backend/registration.cpp.
+
+INFERENCE_MODE_USES = {
+    "select_fill_": lambda x: x[0].fill_(2),
+    "diagonal_fill_": lambda x: x.diagonal().fill_(2),
+    "fill_diagonal_": lambda x: x.fill_diagonal_(2),
+    "t_add_": lambda x: x.t().add_(1),
+    "write_then_view_write": lambda x: (x.add_(1), x[1:].mul_(2)),
+    "view_read": lambda x: x[1:].t() * 2,
+    "reshape_contiguous": lambda x: x.t().reshape(-1).contiguous() + 1,
+    "linear": lambda x: F.linear(x, x[:2] * 2, x[0, :2]),
+}
+
+
+@pytest.mark.parametrize("use", INFERENCE_MODE_USES.values(), ids=list(INFERENCE_MODE_USES))
+def test_inference_mode_on_tensors_made_outside_it(use):
+    cpu = base((4, 4))
+    lazy = cpu.to("lazy")
+    with torch.inference_mode():
+        expected, actual = use(cpu), use(lazy)
+        if isinstance(expected, torch.Tensor):
+            assert torch.is_inference(actual) == torch.is_inference(expected)
+            torch.testing.assert_close(actual.cpu(), expected)
+    assert torch.is_inference(lazy) == torch.is_inference(cpu)
+    torch.testing.assert_close(lazy.cpu(), cpu)
+    torch.testing.assert_close((lazy * 2).cpu(), cpu * 2)  # usable afterwards, outside the mode
+
+
+def test_model_made_outside_inference_mode_runs_inside_it():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 4 * 4, 2))
+    lazy_model = copy.deepcopy(model).to("lazy")
+    x = torch.randn(2, 3, 6, 6)
+    with torch.inference_mode():
+        expected, actual = model(x), lazy_model(x.to("lazy"))
+        assert torch.is_inference(actual) and torch.is_inference(expected)
+        torch.testing.assert_close(actual.cpu(), expected)
+    assert all(not torch.is_inference(p) for p in lazy_model.parameters())
+
+
+def test_views_in_inference_mode_are_inference_tensors_as_in_eager():
+    for device in ("cpu", "lazy"):
+        normal = torch.ones(3, 3, device=device)
+        with torch.inference_mode():
+            made_inside = torch.ones(3, 3, device=device)
+            assert not torch.is_inference(normal[0])
+            assert torch.is_inference(made_inside[0])
+            assert torch.is_inference(normal + 1)

@@ -1,0 +1,325 @@
+#include "backend/write_checks.h"
+
+#include "backend/device.h"
+#include "backend/lazy_tensor.h"
+#include "backend/recorder.h"
+#include "lazy_ir/check.h"
+
+#include <ATen/core/List.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
+
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+namespace lazyfuse {
+namespace {
+
+// Note [In-place result casts]
+// Eager refuses an in-place or out= op whose result dtype cannot be cast to the tensor it writes
+// (`int_tensor.mul_(floats)`: "result type Float can't be cast to the desired output type Int"),
+// and a structured op's out= refuses an out tensor of another dtype than it computes
+// (`torch.mm(f32, f32, out=f64)`: "Expected out tensor to have dtype float, but got double
+// instead"; its in-place variant: "Bad in-place call"). Functionalization loses those checks: it
+// records the functional op (mul), then casts its result to the written tensor's dtype in
+// FunctionalTensorWrapper::replace_, silently truncating. Its meta reference run of an in-place
+// op does not help (several Python meta kernels, mul_'s among them, check no dtypes), and out=
+// ops get none. So every in-place and out= op of aten with a Functionalize kernel gets ours on
+// that key in its place (writeKernel; it calls PyTorch's, or for copy_ the one of Note
+// [Functionalizing copy_ across devices]). Functionalize is the one key every lazy tensor carries
+// that runs in every mode: autograd keys are skipped under InferenceMode and absent from tensors
+// made there. For a write into a lazy tensor, ours
+//  1. runs the op itself on Meta, and when that raises, on the CPU on stand-ins (as Note [Eager's
+//     errors] does) for eager's exception and message; on a pass, an op whose CPU checks do not
+//     depend on sizes (OpTraits::probes_on_cpu) on one-element stand-ins, for the dtype checks
+//     only its CPU kernel makes (cumsum into a bool out, nansum into an int one). A call that
+//     passes is remembered under its metadata and not checked again;
+//  2. notes the dtypes the op will write: the recorder checks eager's TensorIterator rule
+//     (can_cast) on the first op of the functional name it then records, before any tensor is
+//     replaced, so every tensor stays as it was. The rule agrees with every OpInfo's in-place and
+//     out= variant but random ops' out= (they draw in the out dtype; left out), and sum, prod,
+//     nansum, cumsum and cumprod with out= and no dtype, which compute in the out tensor's dtype:
+//     the kernel passes that dtype on. The result then keeps the written tensor's geometry (see
+//     Note [View geometry]).
+// An in-place or out= op with no Functionalize kernel but a CompositeImplicitAutograd one (square_,
+// matmul.out) decomposes (Note [Decomposing on Functionalize]), and its ops are checked as above.
+// Pinned by test_errors.py::test_written_cast_* and test_write_checks_*.
+PendingWrite& pendingWrite() {
+  thread_local PendingWrite pending;
+  return pending;
+}
+
+class PendingWriteGuard {
+ public:
+  explicit PendingWriteGuard(PendingWrite write)
+      : saved_(std::exchange(pendingWrite(), std::move(write))) {}
+  ~PendingWriteGuard() { pendingWrite() = std::move(saved_); }
+  PendingWriteGuard(const PendingWriteGuard&) = delete;
+  PendingWriteGuard& operator=(const PendingWriteGuard&) = delete;
+
+ private:
+  PendingWrite saved_;
+};
+
+/// PyTorch's Functionalize kernel of each op ours replaces; filled at load, read-only after.
+using FunctionalizeKernels =
+    std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>;
+
+FunctionalizeKernels& functionalizeKernels() {
+  static FunctionalizeKernels* instance = new FunctionalizeKernels();
+  return *instance;
+}
+
+/// Calls which passed the checks, by writeKey.
+struct CheckedCalls {
+  std::mutex mutex;
+  std::unordered_set<HashValue> passed;
+};
+
+CheckedCalls& checkedCalls() {
+  static CheckedCalls* instance = new CheckedCalls();
+  return *instance;
+}
+
+/// Drops the warnings of a check run (an out= of another size warns that it is resized; the
+/// functional op and the copy into out warn as eager does, or not, on their own).
+class DropWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
+template <typename Fn>
+void forEachTensor(const c10::IValue& v, Fn fn) {
+  if (v.isTensor()) fn(v.toTensor());
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) fn(t);
+  }
+  if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor()) fn(e.toTensor());
+    }
+  }
+}
+
+bool writesLazy(const OpTraits& traits, const torch::jit::Stack& args) {
+  bool lazy = false;
+  for (size_t i = 0; i < args.size() && !lazy; ++i) {
+    if (!traits.written[i]) continue;
+    forEachTensor(args[i], [&](const at::Tensor& t) { lazy = lazy || isLazy(t); });
+  }
+  return lazy;
+}
+
+/// A tensor of another device than lazy, not a 0-dim CPU one, is the recorder's to refuse (with
+/// a device error), and the stand-ins could not mix with it.
+bool mixesDevices(const torch::jit::Stack& args) {
+  bool mixes = false;
+  for (const c10::IValue& v : args) {
+    forEachTensor(v, [&](const at::Tensor& t) {
+      mixes = mixes || (t.defined() && !isLazy(t) && !(t.dim() == 0 && t.device().is_cpu()));
+    });
+  }
+  return mixes;
+}
+
+HashValue hashTensor(HashValue h, const at::Tensor& t) {
+  h = hashCombine(h, t.defined());
+  if (!t.defined()) return h;
+  h = hashCombine(h, static_cast<HashValue>(t.scalar_type()));
+  h = hashCombine(h, static_cast<HashValue>(t.device().type()));
+  h = hashCombine(h, t.unsafeGetTensorImpl()->is_wrapped_number());
+  return hashInts(hashInts(h, t.sizes()), t.strides());
+}
+
+/// Everything about a call the checks depend on: tensor metadata, Scalar kinds, other values.
+HashValue writeKey(const OpTraits& traits, const torch::jit::Stack& args) {
+  HashValue h = traits.name_hash;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = args[i];
+    h = hashCombine(h, i);
+    if (v.isTensor() || v.isTensorList() || (v.isList() && !traits.scalar_arg[i])) {
+      h = hashCombine(h, hashString(v.tagKind()));
+      forEachTensor(v, [&](const at::Tensor& t) { h = hashTensor(h, t); });
+      if (v.isList()) h = hashCombine(h, v.toListRef().size());
+      if (!v.isList() || v.isTensorList()) continue;
+      for (const c10::IValue& e : v.toListRef()) {
+        if (!e.isTensor()) h = hashIValue(h, e);
+      }
+      continue;
+    }
+    if (traits.generator_arg[i] || traits.scalar_arg[i]) {
+      h = hashCombine(h, hashString(v.tagKind()));
+      if (!v.isList()) continue;
+      for (const c10::IValue& e : v.toListRef()) h = hashCombine(h, hashString(e.tagKind()));
+      continue;
+    }
+    h = hashIValue(h, v);
+  }
+  return h;
+}
+
+at::Tensor metaStandIn(const at::Tensor& t) {
+  if (!isLazy(t)) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+c10::IValue metaArg(const c10::IValue& v) {
+  if (v.isTensor()) return metaStandIn(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor& t : v.toTensorList()) list.push_back(metaStandIn(t));
+    return list;
+  }
+  if (v.isList() && v.toListRef().size() > 0 && v.toListRef()[0].isTensor()) {
+    c10::List<std::optional<at::Tensor>> list;
+    for (const c10::IValue& e : v.toListRef()) {
+      list.push_back(e.isTensor() ? std::optional<at::Tensor>(metaStandIn(e.toTensor()))
+                                  : std::nullopt);
+    }
+    return list;
+  }
+  if (v.isDevice()) return c10::IValue(c10::Device(c10::kMeta));
+  return v;
+}
+
+/// Runs `op` on Meta stand-ins of `args`; the exception it raised, or null.
+std::exception_ptr errorOnMeta(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
+  torch::jit::Stack meta;
+  for (const c10::IValue& v : args) meta.push_back(metaArg(v));
+  c10::impl::ExcludeDispatchKeyGuard no_autograd(
+      c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+  c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  } catch (const c10::NotImplementedError&) {
+    return nullptr;  // no meta kernel: the recorder runs the functional op eagerly
+  } catch (const std::exception&) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+/// Raises eager's error for a call that writes lazy tensors, step 1 of Note [In-place result
+/// casts].
+void checkLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
+                    const torch::jit::Stack& args) {
+  const HashValue key = writeKey(traits, args);
+  CheckedCalls& checked = checkedCalls();
+  {
+    std::lock_guard<std::mutex> lock(checked.mutex);
+    if (checked.passed.count(key) > 0) return;
+  }
+  DropWarnings drop;
+  c10::WarningUtils::WarningHandlerGuard quiet(&drop);
+  if (std::exception_ptr error = errorOnMeta(op, args)) {
+    // Eager's CPU kernel says what the error is; where it cannot run, the meta kernel's stands.
+    if (!raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/false)) std::rethrow_exception(error);
+  } else if (traits.probes_on_cpu) {
+    raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/true);
+  }
+  std::lock_guard<std::mutex> lock(checked.mutex);
+  checked.passed.insert(key);
+}
+
+PendingWrite pendingWriteOf(const OpTraits& traits, torch::jit::Stack& args) {
+  PendingWrite write;
+  write.functional_name = &traits.functional_name;
+  for (size_t i = 0; i < traits.written.size(); ++i) {
+    if (!traits.written[i]) continue;
+    if (args[i].isTensor()) write.written.push_back(args[i].toTensor());
+    if (!args[i].isTensorList()) continue;
+    for (const at::Tensor& t : args[i].toTensorList()) write.written.push_back(t);
+  }
+  if (traits.out_dtype_arg >= 0 && write.written[0].defined()) {
+    // Eager reduces in the out tensor's dtype when given none; the functional op must too.
+    c10::IValue& dtype = args[traits.out_dtype_arg];
+    if (dtype.isNone()) dtype = write.written[0].scalar_type();
+  }
+  return write;
+}
+
+/// Kernel on Functionalize of an in-place or out= op that has one of PyTorch's: see Note
+/// [In-place result casts].
+void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                 torch::jit::Stack* stack) {
+  const c10::SafeKernelFunction& functionalize = functionalizeKernels().at(&op.schema());
+  const OpTraits& traits = traitsOf(op);
+  const size_t num_args = traits.written.size();
+  torch::jit::Stack args(stack->end() - num_args, stack->end());
+  if (!writesLazy(traits, args)) return functionalize.callBoxed(op, keys, stack);
+  if (!mixesDevices(args)) checkLikeEager(op, traits, args);
+  PendingWriteGuard guard(pendingWriteOf(traits, args));
+  std::move(args.begin(), args.end(), stack->end() - num_args);
+  functionalize.callBoxed(op, keys, stack);
+}
+
+std::string qualifiedName(const c10::OperatorName& name) {
+  std::string qualified = name.name.substr(6);
+  if (!name.overload_name.empty()) qualified += "." + name.overload_name;
+  return qualified;
+}
+
+bool writesAnArgument(const OpTraits& traits) {
+  for (uint8_t written : traits.written) {
+    if (written) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<PendingWrite> takePendingWrite(const OpTraits& traits) {
+  PendingWrite& pending = pendingWrite();
+  if (pending.functional_name == nullptr || *pending.functional_name != traits.counter_name) {
+    return std::nullopt;
+  }
+  PendingWrite taken = pending;
+  pending.functional_name = nullptr;
+  return taken;
+}
+
+void checkWrittenCasts(const PendingWrite& write, const AtenCallAttrs& attrs) {
+  const size_t n = write.written.size();
+  if (attrs.outputs.size() < n) return;
+  const size_t first = attrs.outputs.size() - n;
+  for (size_t k = 0; k < n; ++k) {
+    if (!write.written[k].defined()) continue;
+    c10::ScalarType result = attrs.outputs[first + k].dtype;
+    c10::ScalarType written = write.written[k].scalar_type();
+    LF_CHECK(c10::canCast(result, written), "result type ", result,
+             " can't be cast to the desired output type ", written);
+  }
+}
+
+void keepWrittenGeometry(const PendingWrite& write, const torch::jit::Stack& stack,
+                         size_t num_results) {
+  std::vector<at::Tensor> results;
+  for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
+    if (stack[r].isTensor()) results.push_back(stack[r].toTensor());
+    if (!stack[r].isTensorList()) continue;
+    for (const at::Tensor& t : stack[r].toTensorList()) results.push_back(t);
+  }
+  const size_t n = write.written.size();
+  if (n > results.size()) return;
+  const size_t first = results.size() - n;
+  for (size_t k = 0; k < n; ++k) reportGeometryOf(write.written[k], results[first + k]);
+}
+
+bool registerWriteKernel(const c10::OperatorHandle& op, torch::Library& functionalize_lib) {
+  const OpTraits& traits = traitsOf(op);
+  if (!writesAnArgument(traits)) return false;
+  if (!op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) return false;
+  if (traits.functional_name.empty()) return false;
+  functionalizeKernels().emplace(
+      &op.schema(), op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
+  const std::string name = qualifiedName(op.operator_name());
+  functionalize_lib.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&writeKernel>());
+  return true;
+}
+
+}  // namespace lazyfuse
