@@ -116,3 +116,37 @@ def test_optimizers_with_a_tensor_lr(name):
         lazyfuse.mark_step()
     for p, q in zip(params, lazy):
         torch.testing.assert_close(q.detach().cpu(), p.detach())
+
+
+def test_foreach_writes_reach_views_and_mixed_lists():
+    # Note [Functionalizing foreach writes]: the written tensors are replaced like any write.
+    base, other, addend = torch.randn(4, 5), torch.randn(5), torch.randn(5)
+    scalar = torch.tensor(2.5)  # a 0-dim CPU tensor among lazy ones
+
+    def step(b, o, a):
+        row = b[1]
+        torch._foreach_add_([row, o], [a, b[2]], alpha=0.5)
+        torch._foreach_mul_([row, o[2:]], scalar)
+        torch._foreach_zero_([b[3:]])
+        return b, o, row
+
+    expected = step(base.clone(), other.clone(), addend)
+    got = step(*to_lazy([base.clone(), other.clone(), addend]))
+    torch.testing.assert_close([t.cpu() for t in got], list(expected))
+
+
+@pytest.mark.parametrize("make", [
+    lambda xs, ys: torch._foreach_add_(xs, ys[:1]),
+    lambda xs, ys: torch._foreach_add_(xs, [ys[0], ys[0].t()]),
+    lambda xs, ys: torch._foreach_mul_([x.long() for x in xs], 1.5),
+    lambda xs, ys: torch._foreach_add_([xs[0].int(), xs[1]], ys),
+], ids=["list_lengths", "shapes", "float_into_long", "cast_in_one_element"])
+def test_foreach_write_errors_are_eagers(make):
+    xs, ys = [torch.randn(3, 4), torch.randn(3, 4)], [torch.randn(3, 4), torch.randn(3, 4)]
+    with pytest.raises(Exception) as eager:
+        make([x.clone() for x in xs], ys)
+    lazy_xs = to_lazy([x.clone() for x in xs])
+    with pytest.raises(type(eager.value)):
+        make(lazy_xs, to_lazy(ys))
+    # The failed write leaves the tensors as they were.
+    torch.testing.assert_close([x.cpu() for x in lazy_xs], xs)
