@@ -30,20 +30,6 @@ at::Tensor writableCopy(const at::Tensor& buffer) {
   return copy;
 }
 
-/// Calls `fn` on each tensor in `v`: a tensor, a tensor list or a list of optional tensors.
-template <typename Fn>
-void forEachTensor(const c10::IValue& v, Fn fn) {
-  if (v.isTensor()) fn(v.toTensor());
-  if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) fn(t);
-  }
-  if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor()) fn(e.toTensor());
-    }
-  }
-}
-
 void collectData(const c10::IValue& v, std::vector<c10::intrusive_ptr<LazyData>>& out) {
   forEachTensor(v, [&](const at::Tensor& t) {
     if (LazyTensorImpl* impl = lazyImpl(t)) out.push_back(impl->dataPtr());

@@ -131,4 +131,18 @@ at::Tensor makeMaterializedTensor(at::Tensor buffer);
 /// thread, the way a factory on a functionalized device must. See Note [Lazy data].
 at::Tensor wrapIfFactory(at::Tensor tensor);
 
+/// Calls `fn` on each tensor in `v`: a tensor, a tensor list or a list of optional tensors.
+template <typename Fn>
+void forEachTensor(const c10::IValue& v, Fn fn) {
+  if (v.isTensor()) fn(v.toTensor());
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) fn(t);
+  }
+  if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor()) fn(e.toTensor());
+    }
+  }
+}
+
 }  // namespace lazyfuse

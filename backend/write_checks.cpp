@@ -96,19 +96,6 @@ class DropWarnings final : public c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
 
-template <typename Fn>
-void forEachTensor(const c10::IValue& v, Fn fn) {
-  if (v.isTensor()) fn(v.toTensor());
-  if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) fn(t);
-  }
-  if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor()) fn(e.toTensor());
-    }
-  }
-}
-
 bool writesLazy(const OpTraits& traits, const torch::jit::Stack& args) {
   bool lazy = false;
   for (size_t i = 0; i < args.size() && !lazy; ++i) {
@@ -256,33 +243,36 @@ PendingWrite pendingWriteOf(const OpTraits& traits, torch::jit::Stack& args) {
 // functional `_foreach_*` over the unwrapped values, then each written tensor replaced by its
 // result, as PyTorch's kernel does after its check.
 
-/// The functional op of a `_foreach_*_` in-place op (`_foreach_add.Scalar` for
-/// `_foreach_add_.Scalar`), when it returns one tensor per written tensor; else null.
+/// The functional op of each `_foreach_*_` in-place op whose functional form returns one tensor
+/// per written tensor (`_foreach_add.Scalar` for `_foreach_add_.Scalar`); filled at load,
+/// read-only after.
+using ForeachFunctionals = std::unordered_map<const c10::FunctionSchema*, c10::OperatorHandle>;
+
+ForeachFunctionals& foreachFunctionals() {
+  static ForeachFunctionals* instance = new ForeachFunctionals();
+  return *instance;
+}
+
+std::optional<c10::OperatorHandle> findForeachFunctional(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  const c10::FunctionSchema& schema = op.schema();
+  const bool foreach_write = name.name.rfind("aten::_foreach_", 0) == 0 &&
+                             name.name.back() == '_' && schema.returns().empty() &&
+                             !schema.arguments().empty() &&
+                             schema.arguments()[0].type()->isSubtypeOf(*c10::ListType::ofTensors());
+  if (!foreach_write) return std::nullopt;
+  std::optional<c10::OperatorHandle> functional = c10::Dispatcher::singleton().findOp(
+      c10::OperatorName(name.name.substr(0, name.name.size() - 1), name.overload_name));
+  const bool one_list = functional && functional->schema().returns().size() == 1 &&
+                        functional->schema().returns()[0].type()->isSubtypeOf(
+                            *c10::ListType::ofTensors());
+  return one_list ? functional : std::nullopt;
+}
+
 const c10::OperatorHandle* foreachFunctional(const c10::OperatorHandle& op) {
-  static std::mutex mutex;
-  static auto* found = new std::unordered_map<const c10::FunctionSchema*,
-                                              std::optional<c10::OperatorHandle>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = found->find(&op.schema());
-  if (it == found->end()) {
-    std::optional<c10::OperatorHandle> functional;
-    const c10::OperatorName& name = op.operator_name();
-    const bool foreach_write = name.name.rfind("aten::_foreach_", 0) == 0 &&
-                               name.name.back() == '_' && op.schema().returns().empty() &&
-                               !op.schema().arguments().empty() &&
-                               op.schema().arguments()[0].type()->isSubtypeOf(
-                                   *c10::ListType::ofTensors());
-    if (foreach_write) {
-      functional = c10::Dispatcher::singleton().findOp(
-          c10::OperatorName(name.name.substr(0, name.name.size() - 1), name.overload_name));
-      const bool one_list = functional && functional->schema().returns().size() == 1 &&
-                            functional->schema().returns()[0].type()->isSubtypeOf(
-                                *c10::ListType::ofTensors());
-      if (!one_list) functional.reset();
-    }
-    it = found->emplace(&op.schema(), functional).first;
-  }
-  return it->second ? &*it->second : nullptr;
+  const ForeachFunctionals& functionals = foreachFunctionals();
+  auto it = functionals.find(&op.schema());
+  return it == functionals.end() ? nullptr : &it->second;
 }
 
 bool allFunctional(const torch::jit::Stack& args) {
@@ -415,6 +405,9 @@ bool registerWriteKernel(const c10::OperatorHandle& op, torch::Library& function
   if (traits.functional_name.empty()) return false;
   functionalizeKernels().emplace(
       &op.schema(), op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
+  if (std::optional<c10::OperatorHandle> functional = findForeachFunctional(op)) {
+    foreachFunctionals().emplace(&op.schema(), *functional);
+  }
   const std::string name = qualifiedName(op.operator_name());
   functionalize_lib.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&writeKernel>());
   return true;

@@ -291,7 +291,7 @@ class CudaRenderer {
       live = "live";
     }
     out += "  {\n" + variables("    ", "p");
-    std::vector<bool> late = dependsOnReduction();
+    const std::vector<bool> late = detail::dependsOnReduction(k_);
     for (size_t i = 0; i < k_.instrs.size(); ++i) {
       const KInstr& instr = k_.instrs[i];
       if (instr.scope != -1) continue;
@@ -352,16 +352,6 @@ class CudaRenderer {
              value + ");\n";
     }
     return out + "      }\n";
-  }
-
-  /// For each instruction, whether it uses a reduction's result (directly or through others).
-  std::vector<bool> dependsOnReduction() const {
-    std::vector<bool> late(k_.instrs.size(), false);
-    for (size_t i = 0; i < k_.instrs.size(); ++i) {
-      late[i] = k_.instrs[i].op == KOp::kReduce;
-      for (int32_t arg : k_.instrs[i].args) late[i] = late[i] || late[arg];
-    }
-    return late;
   }
 
   std::string sharedMemory() const {

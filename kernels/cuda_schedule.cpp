@@ -155,15 +155,20 @@ int groupSize(const Kernel& k) {
   return longest < 4096 ? 32 : kBlock;
 }
 
-int splitCount(const Kernel& k, int group) {
-  if (group != kBlock && group != 1) return 1;
+std::vector<bool> dependsOnReduction(const Kernel& k) {
   std::vector<bool> late(k.instrs.size(), false);
   for (size_t i = 0; i < k.instrs.size(); ++i) {
     late[i] = k.instrs[i].op == KOp::kReduce;
-    for (int32_t arg : k.instrs[i].args) {
-      late[i] = late[i] || late[arg];
-      if (k.instrs[i].scope != -1 && late[arg]) return 1;  // a reduction reads a reduction
-    }
+    for (int32_t arg : k.instrs[i].args) late[i] = late[i] || late[arg];
+  }
+  return late;
+}
+
+int splitCount(const Kernel& k, int group) {
+  if (group != kBlock && group != 1) return 1;
+  const std::vector<bool> late = dependsOnReduction(k);
+  for (size_t i = 0; i < k.instrs.size(); ++i) {
+    if (k.instrs[i].scope != -1 && late[i]) return 1;  // a reduction reads a reduction
   }
   int64_t longest = 0;
   for (const KReduction& r : k.reductions) longest = std::max(longest, numel(r.sizes));

@@ -23,6 +23,8 @@ int64_t saturatingMul(int64_t a, int64_t b);
 bool fitsIndex32(const Kernel& k);
 /// Threads per point of a kernel with reductions: 1, 8, 32 or kCudaBlock.
 int groupSize(const Kernel& k);
+/// For each instruction of `k`, whether it uses a reduction's result (directly or not).
+std::vector<bool> dependsOnReduction(const Kernel& k);
 /// Blocks per point (per block of points when `group` is 1) of a split reduction, or 1.
 int splitCount(const Kernel& k, int group);
 
