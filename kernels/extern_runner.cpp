@@ -23,11 +23,9 @@ bool sameLayout(const at::Tensor& tensor, const TensorMeta& meta) {
 }
 
 /// A private copy of `tensor` for an op that writes it: buffers in a plan are never written.
-at::Tensor writableCopy(const at::Tensor& tensor) {
-  auto copy = at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options());
-  copy.copy_(tensor);
-  return copy;
-}
+/// Its strides when they are dense; a strided view (Note [Strided views of buffers]) may be
+/// broadcast, whose elements share memory, and becomes contiguous.
+at::Tensor writableCopy(const at::Tensor& tensor) { return tensor.clone(); }
 
 class StepRunner {
  public:
@@ -122,6 +120,17 @@ class StepRunner {
   std::vector<at::Tensor> written_;
 };
 
+/// See Note [Strided views of buffers].
+void takeView(const StridedView& view, const Graph& graph,
+              std::vector<std::vector<at::Tensor>>& values) {
+  const at::Tensor& source = values.at(view.source.position).at(view.source.index);
+  LF_INTERNAL_ASSERT(source.defined(), "view of value %", view.source.position, " after release");
+  std::vector<at::Tensor>& outputs = values.at(view.value.position);
+  outputs.resize(std::max<size_t>(outputs.size(), graph.nodes()[view.value.position]->numOutputs()));
+  outputs[view.value.index] =
+      source.as_strided(view.sizes, view.strides, source.storage_offset() + view.offset);
+}
+
 }  // namespace
 
 at::Tensor withLayout(const at::Tensor& tensor, const TensorMeta& meta) {
@@ -161,6 +170,8 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
       for (int32_t k : plan.batches.at(step.batch).kernels) {
         launch(static_cast<size_t>(k), graph, values);
       }
+    } else if (step.kind == StepKind::kStridedView) {
+      takeView(plan.views.at(step.view), graph, values.nodes);
     } else {
       runner.run(step.position);
     }

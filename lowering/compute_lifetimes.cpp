@@ -24,6 +24,10 @@ std::vector<uint32_t> stepValues(const Graph& graph, const ExecutionPlan& plan,
     for (const NodeRef& ref : graph.inputsOf(step.position)) positions.push_back(ref.position);
     return positions;
   }
+  if (step.kind == StepKind::kStridedView) {
+    const StridedView& view = plan.views.at(step.view);
+    return {view.value.position, view.source.position};
+  }
   std::vector<int32_t> kernels = {step.kernel};
   if (step.kind == StepKind::kKernelBatch) kernels = plan.batches.at(step.batch).kernels;
   for (int32_t k : kernels) {

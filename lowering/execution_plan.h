@@ -16,6 +16,7 @@ enum class StepKind : uint8_t {
   kExternCall,   // run the ATen kernel of the node at `position` on the hardware device
   kFusedKernel,  // run kernels[kernel]
   kKernelBatch,  // run the kernels of batches[batch], independent of each other, in any order
+  kStridedView,  // take views[view]: a value that is a strided view of another one's buffer
 };
 
 /// What one kernel buffer is at run time: a graph value (node output) or a plan temporary.
@@ -48,11 +49,22 @@ struct KernelBatch {
   std::vector<int32_t> kernels;  // indices into ExecutionPlan::kernels, at least two
 };
 
+/// A value that is, element for element, another value's buffer read with other sizes, strides
+/// and offset: a transposed weight an extern matmul reads, a graph output that only renames
+/// another output. It costs no copy. See Note [Strided views of buffers].
+struct StridedView {
+  NodeRef value;   // the view
+  NodeRef source;  // the value whose buffer it views; laid out as its meta says
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;  // elements past the source's first element
+};
+
 struct PlanStep {
   StepKind kind = StepKind::kExternCall;
   uint32_t position = 0;  // kExternCall
   int32_t kernel = -1;    // kFusedKernel
   int32_t batch = -1;     // kKernelBatch
+  int32_t view = -1;      // kStridedView
   /// Node positions whose buffers are dead after this step (last use, not a graph output).
   std::vector<uint32_t> release_after;
 };
@@ -63,6 +75,7 @@ struct ExecutionPlan {
   std::vector<PlanStep> steps;
   std::vector<FusedKernel> kernels;
   std::vector<KernelBatch> batches;
+  std::vector<StridedView> views;
   int32_t num_temps = 0;
 };
 

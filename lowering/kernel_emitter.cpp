@@ -129,6 +129,13 @@ void emitKernels(const Graph& graph, const Partition& p, ExecutionPlan& plan) {
   int32_t num_temps = 0;
   for (const Partition::Step& s : p.steps) {
     PlanStep step;
+    if (s.view >= 0) {
+      step.kind = StepKind::kStridedView;
+      step.view = static_cast<int32_t>(plan.views.size());
+      plan.views.push_back(p.views.at(s.view));
+      plan.steps.push_back(std::move(step));
+      continue;
+    }
     if (s.group < 0) {
       step.kind = StepKind::kExternCall;
       step.position = s.position;

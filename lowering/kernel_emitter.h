@@ -21,8 +21,9 @@ struct Partition {
   explicit Partition(size_t num_nodes);
 
   struct Step {
-    int32_t group = -1;     // a kernel group, or -1 for an extern call
+    int32_t group = -1;     // a kernel group, or -1 for an extern call or a strided view
     uint32_t position = 0;  // the extern call's node
+    int32_t view = -1;      // an index into `views`
   };
 
   LoopGraph loops;
@@ -34,6 +35,8 @@ struct Partition {
   std::vector<int32_t> group_of, step_of;       // per realized loop node
   std::vector<KernelGroup> groups;
   std::vector<Step> steps;
+  std::vector<StridedView> views;  // Note [Strided views of buffers]
+  std::vector<int32_t> view_of;    // per loop node: its index in `views`, or -1
 };
 
 /// Appends the partition's steps to `plan`, building each group's kernel.

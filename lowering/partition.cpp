@@ -18,6 +18,7 @@
 // 4. Emit: each kernel is built by running its members' lowerings at the identity index.
 #include "lowering/passes.h"
 
+#include "lowering/detail/strided_views.h"
 #include "lowering/kernel_emitter.h"
 #include "lowering/lowerings.h"
 #include "lazy_ir/check.h"
@@ -182,10 +183,13 @@ class Partitioner {
       p_.realized[id] = true;
       stack.push_back(id);
     };
-    for (const NodeRef& out : graph_.outputs()) need(p_.node_loops[out.position].at(out.index));
+    p_.view_of.assign(n, -1);
+    // Outputs first: an output that cannot be a view of its root is written, and an extern
+    // step reading it then reads that buffer. See Note [Strided views of buffers].
+    for (const NodeRef& out : graph_.outputs()) need(inMemory(out, /*graph_output=*/true));
     for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
       if (!p_.is_extern[pos]) continue;
-      for (const NodeRef& ref : graph_.inputsOf(pos)) need(p_.node_loops[ref.position].at(ref.index));
+      for (const NodeRef& ref : graph_.inputsOf(pos)) need(inMemory(ref, /*graph_output=*/false));
       for (LoopId id : p_.node_loops[pos]) live[id] = true;
     }
     while (!stack.empty()) {
@@ -203,13 +207,36 @@ class Partitioner {
       if (node.kind != LoopNode::kCompute) p_.realized[id] = true;
     }
     for (LoopId id = static_cast<LoopId>(n) - 1; id >= 0; --id) {
-      if (live[id] && !p_.realized[id] && !p_.loops[id].is_view && !readsOnlyMemory(id) &&
-          sharedAcrossKernels(id, users)) {
+      if (live[id] && !p_.realized[id] && !p_.loops[id].is_view && p_.view_of[id] < 0 &&
+          !readsOnlyMemory(id) && sharedAcrossKernels(id, users)) {
         p_.realized[id] = true;
       }
     }
     p_.live = std::move(live);
     capInlineDepth();
+  }
+
+  /// The loop node that must be in memory for graph value `ref` to be: its own, or, when the
+  /// value can be a strided view of another value's buffer, that value's (the view is recorded).
+  /// A graph output qualifies only when the view has the output's layout.
+  LoopId inMemory(const NodeRef& ref, bool graph_output) {
+    const LoopId id = p_.node_loops[ref.position].at(ref.index);
+    if (p_.realized[id]) return id;
+    if (p_.view_of[id] >= 0) return rootOf(p_.views[p_.view_of[id]]);
+    std::optional<StridedView> view = stridedViewOf(graph_, p_, id, ref);
+    if (!view || (graph_output && !hasMetaLayout(*view))) return id;
+    p_.view_of[id] = static_cast<int32_t>(p_.views.size());
+    p_.views.push_back(std::move(*view));
+    return rootOf(p_.views.back());
+  }
+
+  LoopId rootOf(const StridedView& view) const {
+    return p_.node_loops[view.source.position].at(view.source.index);
+  }
+
+  bool hasMetaLayout(const StridedView& view) const {
+    const TensorMeta& meta = graph_.nodes()[view.value.position]->outputMeta(view.value.index);
+    return view.offset == 0 && view.strides == meta.strides;
   }
 
   /// Realizes every kMaxInlineDepth-th node of a long inlined chain: kernels are built by
@@ -218,7 +245,7 @@ class Partitioner {
     constexpr int32_t kMaxInlineDepth = 256;
     std::vector<int32_t> depth(p_.loops.nodes.size(), 0);
     for (LoopId id = 0; id < static_cast<LoopId>(depth.size()); ++id) {
-      if (!p_.live[id] || p_.realized[id]) continue;
+      if (!p_.live[id] || p_.realized[id] || p_.view_of[id] >= 0) continue;
       for (LoopId in : p_.loops[id].inputs) depth[id] = std::max(depth[id], depth[in] + 1);
       if (depth[id] < kMaxInlineDepth) continue;
       p_.realized[id] = true;
@@ -289,6 +316,8 @@ class Partitioner {
   using Reads = std::vector<std::pair<LoopId, bool>>;
 
   void group();
+  /// Appends the kStridedView step of loop node `id` if it is a view that has none yet.
+  void addViewStep(LoopId id);
   /// Whether a node with `reads` can be computed in group `gid`.
   bool canJoin(const Reads& reads, const KernelGroup& g, int32_t gid) const;
   void collectReads(LoopId id, Reads& reads) const;
@@ -325,6 +354,7 @@ void Partitioner::group() {
       const uint32_t pos = node.source.position;
       if (!p_.is_extern[pos]) continue;  // device data: read from the start
       if (p_.extern_step[pos] < 0) {
+        for (const NodeRef& ref : graph_.inputsOf(pos)) addViewStep(p_.node_loops[ref.position].at(ref.index));
         p_.extern_step[pos] = static_cast<int32_t>(p_.steps.size());
         p_.steps.push_back({-1, pos});
       }
@@ -346,6 +376,15 @@ void Partitioner::group() {
     p_.group_of[id] = chosen;
     p_.step_of[id] = p_.groups[chosen].step;
   }
+  // Views only graph outputs need come last, after everything their roots' steps.
+  for (const NodeRef& out : graph_.outputs()) addViewStep(p_.node_loops[out.position].at(out.index));
+}
+
+void Partitioner::addViewStep(LoopId id) {
+  const int32_t view = p_.view_of[id];
+  if (view < 0 || p_.step_of[id] >= 0) return;
+  p_.step_of[id] = static_cast<int32_t>(p_.steps.size());
+  p_.steps.push_back({-1, 0, view});
 }
 
 }  // namespace

@@ -5,13 +5,17 @@
 namespace lazyfuse {
 namespace {
 
+void printRef(std::ostream& out, const NodeRef& ref) {
+  out << "%" << ref.position;
+  if (ref.index > 0) out << "." << ref.index;
+}
+
 void printBinding(std::ostream& out, const BufferBinding& b) {
   if (b.temp) {
     out << "t" << b.slot;
     return;
   }
-  out << "%" << b.value.position;
-  if (b.value.index > 0) out << "." << b.value.index;
+  printRef(out, b.value);
 }
 
 void printSizes(std::ostream& out, const std::vector<int64_t>& sizes) {
@@ -51,6 +55,19 @@ std::string printPlan(const Graph& graph, const ExecutionPlan& plan) {
     out << "  " << s << ": ";
     if (step.kind == StepKind::kExternCall) {
       out << "extern %" << step.position << " = " << graph.nodes()[step.position]->opName() << "\n";
+      continue;
+    }
+    if (step.kind == StepKind::kStridedView) {
+      const StridedView& view = plan.views[step.view];
+      out << "view ";
+      printRef(out, view.value);
+      out << " = ";
+      printRef(out, view.source);
+      out << " as ";
+      printSizes(out, view.sizes);
+      out << " strides ";
+      printSizes(out, view.strides);
+      out << " offset " << view.offset << "\n";
       continue;
     }
     if (step.kind == StepKind::kKernelBatch) {

@@ -1,0 +1,105 @@
+"""Values an extern step reads, and graph outputs that only rename another output, are taken as
+strided views of a buffer instead of written by a fused kernel (Note [Strided views of buffers]).
+Against eager CPU, with every graph fused."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lazyfuse
+from helpers import to_lazy
+
+
+@pytest.fixture(autouse=True)
+def always_fuse(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_FUSION", "always")
+
+
+def inputs():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(s, generator=g) for s in ((5, 6), (4, 6), (6, 1), (12, 4), (3, 5, 6))]
+
+
+MATMULS = {
+    "transposed weight": lambda x, w, b, big, x3: x @ w.t(),
+    "linear": lambda x, w, b, big, x3: F.linear(x, w, w[:, 0]),
+    "rows of an input": lambda x, w, b, big, x3: torch.mm(x, big[3:9]),
+    "broadcast column": lambda x, w, b, big, x3: torch.mm(x, b.expand(6, 4)),
+    "batched transposed": lambda x, w, b, big, x3: torch.bmm(x3, x3.transpose(1, 2)),
+    "transpose of a transpose": lambda x, w, b, big, x3: x @ w.t().t().t(),
+}
+
+
+@pytest.mark.parametrize("name", MATMULS)
+def test_matmul_reading_views_of_inputs_launches_no_kernel(name, counters):
+    fn = MATMULS[name]
+    cpu = inputs()
+    lazy = to_lazy(cpu)
+    lazyfuse.mark_step()
+    before = counters()["KernelsLaunched"]
+    actual = fn(*lazy).cpu()
+    torch.testing.assert_close(actual, fn(*cpu))
+    assert counters()["KernelsLaunched"] == before
+
+
+def test_matmul_reading_a_view_of_an_offset_input():
+    # The input buffer itself starts past its storage's start: a view of a view.
+    base = torch.randn(20, 6)
+    x = torch.randn(5, 6)
+    lazy_base, lazy_x = base.to("lazy"), x.to("lazy")
+    rows = lazy_base[7:11]
+    lazyfuse.mark_step()
+    torch.testing.assert_close((lazy_x @ rows.t()).cpu(), x @ base[7:11].t())
+
+
+def test_matmul_of_a_computed_transposed_value():
+    x, w = torch.randn(5, 6), torch.randn(4, 6)
+    lx, lw = x.to("lazy"), w.to("lazy")
+    torch.testing.assert_close((lx @ (lw * 2).sin().t()).cpu(), x @ (w * 2).sin().t())
+
+
+def test_output_renaming_another_output_then_mutated_like_eager():
+    def run(x, sync):
+        y = x * 3
+        detached, copied = y.detach(), y.clone()
+        sync()
+        detached.add_(1)  # a view of y in eager: y changes too
+        copied.mul_(2)    # its own memory: y does not change
+        sync()
+        return y, detached, copied
+
+    x = torch.randn(4, 5)
+    expected = run(x, lambda: None)
+    actual = run(x.to("lazy"), lazyfuse.mark_step)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a.cpu(), e)
+
+
+def test_transposed_output_keeps_eagers_strides():
+    x = torch.randn(4, 5)
+    expected = (x * 3).t()
+    actual = (x.to("lazy") * 3).t()
+    lazyfuse.mark_step()
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+def test_linear_training_steps_match_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    lazy_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(),
+                                     torch.nn.Linear(16, 4)).to("lazy")
+    lazy_model.load_state_dict({k: v.to("lazy") for k, v in model.state_dict().items()})
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    lazy_opt = torch.optim.Adam(lazy_model.parameters(), lr=1e-2)
+    x, y = torch.randn(6, 8), torch.randn(6, 4)
+    lx, ly = x.to("lazy"), y.to("lazy")
+    for _ in range(4):
+        for m, o, a, b in ((model, opt, x, y), (lazy_model, lazy_opt, lx, ly)):
+            o.zero_grad(set_to_none=True)
+            F.mse_loss(m(a), b).backward()
+            o.step()
+        lazyfuse.mark_step()
+    for p, lp in zip(model.parameters(), lazy_model.parameters()):
+        torch.testing.assert_close(lp.cpu(), p)
+        torch.testing.assert_close(lp.grad.cpu(), p.grad)
