@@ -21,6 +21,13 @@ OpName splitOpName(const std::string& name);
 OpClass classifyOp(const std::string& name);
 const char* opClassName(OpClass kind);
 
+/// Whether the ATen op `name` (`aten::mm`) computes the same for an input of any strides and
+/// storage offset (a strided view of a larger buffer) as for a fresh one: matmuls and
+/// convolutions, which take transposed operands as they are. Ops that read storage or need
+/// certain strides (as_strided_copy, view_copy.dtype, view_as_complex_copy) are not. See Note
+/// [Strided views of buffers].
+bool readsAnyLayout(const std::string& name);
+
 /// Fills call.outputs (one loop node per node output) and returns true, or returns false when
 /// the op runs as an ATen call.
 bool lowerCall(LoweringCall& call);

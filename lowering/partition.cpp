@@ -184,13 +184,17 @@ class Partitioner {
       stack.push_back(id);
     };
     p_.view_of.assign(n, -1);
-    // Outputs first: an output that cannot be a view of its root is written, and an extern
-    // step reading it then reads that buffer. See Note [Strided views of buffers].
-    for (const NodeRef& out : graph_.outputs()) need(inMemory(out, /*graph_output=*/true));
-    for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
-      if (!p_.is_extern[pos]) continue;
-      for (const NodeRef& ref : graph_.inputsOf(pos)) need(inMemory(ref, /*graph_output=*/false));
-      for (LoopId id : p_.node_loops[pos]) live[id] = true;
+    // What must be exactly a fresh tensor first (graph outputs, inputs of ops that may look at
+    // strides or storage): a value that is no whole rename of its root is written, and an op
+    // that takes any layout then reads that buffer. See Note [Strided views of buffers].
+    for (const NodeRef& out : graph_.outputs()) need(inMemory(out, /*any_layout=*/false));
+    for (bool any_layout : {false, true}) {
+      for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
+        if (!p_.is_extern[pos]) continue;
+        if (readsAnyLayout(graph_.nodes()[pos]->opName()) != any_layout) continue;
+        for (const NodeRef& ref : graph_.inputsOf(pos)) need(inMemory(ref, any_layout));
+        for (LoopId id : p_.node_loops[pos]) live[id] = true;
+      }
     }
     while (!stack.empty()) {
       LoopId id = stack.back();
@@ -217,14 +221,14 @@ class Partitioner {
   }
 
   /// The loop node that must be in memory for graph value `ref` to be: its own, or, when the
-  /// value can be a strided view of another value's buffer, that value's (the view is recorded).
-  /// A graph output qualifies only when the view has the output's layout.
-  LoopId inMemory(const NodeRef& ref, bool graph_output) {
+  /// value can be a view of another value's buffer, that value's (the view is recorded). Unless
+  /// `any_layout`, only a whole rename qualifies: a view indistinguishable from a fresh tensor.
+  LoopId inMemory(const NodeRef& ref, bool any_layout) {
     const LoopId id = p_.node_loops[ref.position].at(ref.index);
     if (p_.realized[id]) return id;
     if (p_.view_of[id] >= 0) return rootOf(p_.views[p_.view_of[id]]);
     std::optional<StridedView> view = stridedViewOf(graph_, p_, id, ref);
-    if (!view || (graph_output && !hasMetaLayout(*view))) return id;
+    if (!view || (!any_layout && !isWholeRename(*view))) return id;
     p_.view_of[id] = static_cast<int32_t>(p_.views.size());
     p_.views.push_back(std::move(*view));
     return rootOf(p_.views.back());
@@ -234,9 +238,12 @@ class Partitioner {
     return p_.node_loops[view.source.position].at(view.source.index);
   }
 
-  bool hasMetaLayout(const StridedView& view) const {
+  /// The view has the value's own layout, and covers its root's buffer exactly (so neither
+  /// holds on to a larger buffer nor lets an op read past its end).
+  bool isWholeRename(const StridedView& view) const {
     const TensorMeta& meta = graph_.nodes()[view.value.position]->outputMeta(view.value.index);
-    return view.offset == 0 && view.strides == meta.strides;
+    const TensorMeta& root = graph_.nodes()[view.source.position]->outputMeta(view.source.index);
+    return view.offset == 0 && view.strides == meta.strides && meta.numel() == root.numel();
   }
 
   /// Realizes every kMaxInlineDepth-th node of a long inlined chain: kernels are built by

@@ -5,10 +5,17 @@
 // weight, transposed, at every step (three 1024x1024 copies per training step of a two-layer
 // MLP). A value that is only a view or a rename of another value's buffer is therefore not
 // written by a kernel: a kStridedView step takes it as `as_strided` of that buffer, at no cost.
-// This serves extern inputs, and graph outputs whose view has exactly the layout the output
-// must have (an optimizer's `detach_copy` of an updated parameter, which otherwise wrote the
-// same values twice). Buffers are never written in place (Note [Renaming ops share their
-// input's buffer]), so a view sharing memory with its source is safe.
+// Buffers are never written in place (Note [Renaming ops share their input's buffer]), so a
+// view sharing memory with its source is safe to read; but not every reader is indifferent to
+// what it gets:
+//  * an extern op reads any view only if readsAnyLayout says it computes the same for any
+//    strides, offset and storage (matmuls, convolutions, losses). Others may look at storage
+//    or strides (as_strided_copy of `x.t().contiguous()` reads the storage, view_copy.dtype
+//    needs a unit last stride), and read only whole renames;
+//  * a graph output becomes a lazy tensor's buffer, which later graphs and as_strided read as
+//    storage, so it only shares a whole rename: the output's own layout over exactly the
+//    root's buffer (an optimizer's `detach_copy` of an updated parameter, which otherwise wrote
+//    the same values twice), never a slice that would keep a larger buffer alive.
 //
 // What qualifies is decided on the loop graph, not on op names: the value's body is built once
 // and must return, unchanged, one load of one root value at an index whose flat offset is

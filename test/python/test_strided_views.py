@@ -103,3 +103,32 @@ def test_linear_training_steps_match_eager():
     for p, lp in zip(model.parameters(), lazy_model.parameters()):
         torch.testing.assert_close(lp.cpu(), p)
         torch.testing.assert_close(lp.grad.cpu(), p.grad)
+
+
+# Ops that read strides or storage get what eager gives them, never a view of a larger buffer.
+STORAGE_READERS = {
+    "as_strided of a contiguous copy": lambda x: x.t().contiguous().as_strided((6,), (1,), 0),
+    "dtype view of a contiguous copy": lambda x: x.t().contiguous().view(torch.float16),
+    "complex view of a sliced clone": lambda x: torch.view_as_complex(x[:, 1:3].clone()),
+    "as_strided_scatter of a copy": lambda x: torch.as_strided_scatter(
+        x.t().contiguous(), torch.zeros(2, device=x.device), (2,), (1,), 0),
+}
+
+
+@pytest.mark.parametrize("name", STORAGE_READERS)
+def test_ops_reading_storage_get_a_fresh_tensor(name):
+    fn = STORAGE_READERS[name]
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(fn(x.to("lazy")).cpu(), fn(x), equal_nan=True)
+
+
+def test_output_slice_clone_gets_its_own_buffer():
+    # Eager's clone owns exactly its elements: as_strided past them is out of bounds.
+    base = torch.arange(24.0).reshape(4, 6)
+    kept = base.to("lazy")[:2].clone()
+    lazyfuse.mark_step()
+    torch.testing.assert_close(kept.cpu(), base[:2])
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        base[:2].clone().as_strided((4,), (1,), 10)
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        kept.as_strided((4,), (1,), 10).cpu()
