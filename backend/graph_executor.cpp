@@ -18,9 +18,27 @@
 namespace lazyfuse {
 namespace {
 
+// Note [Fusing recurring small graphs]
+// Under LAZYFUSE_FUSION=auto a graph with little work runs node by node, since compiling its
+// kernels (~0.1 s with a cold disk cache) costs more than fusing saves in one run (Note [When
+// graphs are fused]). A graph that recurs is another matter: a training or inference loop over
+// a small model runs the same graph every step, and node by node each run costs an ATen call
+// (on a GPU, a launch) per op, where the fused plan is a few kernels. So a cached plan that was
+// left unfused for its size is compiled fused on the graph's kRunsBeforeFusing-th run, and
+// replaces the cached one (counted in RecurringGraphsFused; it is not a new graph, so
+// UncachedCompile does not count it). Fused kernels compute what the ATen kernels do (the
+// fusion tests hold both to eager), so a value differs from one run to the next by rounding
+// at most.
+constexpr int64_t kRunsBeforeFusing = 3;
+
+struct CachedPlan {
+  std::shared_ptr<const CompiledPlan> plan;
+  int64_t runs = 0;
+};
+
 struct GraphCache {
   std::mutex mutex;
-  std::unordered_map<HashValue, std::shared_ptr<const CompiledPlan>> plans;
+  std::unordered_map<HashValue, CachedPlan> plans;
 };
 
 GraphCache& graphCache() {
@@ -31,11 +49,24 @@ GraphCache& graphCache() {
 std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
   GraphCache& cache = graphCache();
   {
-    std::lock_guard<std::mutex> lock(cache.mutex);
+    std::unique_lock<std::mutex> lock(cache.mutex);
     auto it = cache.plans.find(graph.hash());
     if (it != cache.plans.end()) {
       metrics::cached_compile.add();
-      return it->second;
+      CachedPlan& entry = it->second;
+      ++entry.runs;
+      if (!entry.plan->fuse_when_recurring || entry.runs != kRunsBeforeFusing) return entry.plan;
+      lock.unlock();
+      // See Note [Fusing recurring small graphs].
+      std::shared_ptr<const CompiledPlan> fused;
+      {
+        ScopedTimer timer(metrics::compile_time);
+        fused = compilePlan(graph, /*recurring=*/true);
+      }
+      metrics::recurring_graphs_fused.add();
+      lock.lock();
+      cache.plans[graph.hash()].plan = fused;
+      return fused;
     }
   }
   std::shared_ptr<const CompiledPlan> plan;
@@ -49,7 +80,7 @@ std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
                " kernels");
   if (dumpRequested("ir")) writeDump(graph, "graph", ".txt", printText(graph));
   std::lock_guard<std::mutex> lock(cache.mutex);
-  cache.plans.emplace(graph.hash(), plan);
+  cache.plans.emplace(graph.hash(), CachedPlan{plan, 1});
   return plan;
 }
 

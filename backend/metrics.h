@@ -77,6 +77,7 @@ extern Counter& cuda_kernels_checked;  // CudaKernelsChecked: CPU kernels also c
 extern Counter& cuda_check_failures;   // CudaCheckFailures: graphs whose CUDA rendering failed
 extern Counter& cuda_emulated_launches;  // CudaEmulatedLaunches: CUDA kernels run emulated
 extern Counter& cuda_launches;           // CudaLaunches: fused kernel launches on a GPU
+extern Counter& recurring_graphs_fused;  // RecurringGraphsFused: small graphs fused once they recur
 extern Counter& kernel_batch_launches;   // KernelBatchLaunches: kernel batches run by a batch kernel
 extern Timer& compile_time;       // CompileTime
 extern Timer& execute_time;       // ExecuteTime

@@ -29,7 +29,9 @@ namespace {
 //                   than fusion can save on a graph that small
 //   always          every graph (the fusion tests run this way)
 //   0               never
-// It is read at each new graph, so a test can switch it; cached plans keep their decision.
+// It is read at each new graph, so a test can switch it; cached plans keep their decision,
+// except that a small graph that recurs is fused after all (Note [Fusing recurring small
+// graphs] in backend/graph_executor.cpp).
 // LAZYFUSE_NVRTC_CHECK=<arch> (e.g. 90) makes every CPU-fused graph also render its kernels as
 // CUDA and compile them with NVRTC for that architecture, counting CudaCheckFailures: how the
 // test suite proves, without a GPU, that every kernel it generates compiles for the GPU.
@@ -228,12 +230,13 @@ KernelLauncher CompiledPlan::launcher() const {
   };
 }
 
-std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph) {
+std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph, bool recurring) {
   auto compiled = std::make_shared<CompiledPlan>();
   const FusionMode mode = fusionMode();
   const bool batch = cudaTarget(hardwareDevice());
   compiled->plan = lowerGraph(graph, mode != FusionMode::kOff, batch);
-  if (mode == FusionMode::kAuto && kernelWork(compiled->plan) < kFuseMinElements) {
+  if (mode == FusionMode::kAuto && !recurring && kernelWork(compiled->plan) < kFuseMinElements) {
+    compiled->fuse_when_recurring = !compiled->plan.kernels.empty();
     compiled->plan = lowerGraph(graph, /*fuse=*/false);
   }
   if (dumpRequested("plan")) writeDump(graph, "plan", ".txt", printPlan(graph, compiled->plan));

@@ -24,6 +24,9 @@ struct CompiledPlan {
   std::vector<CpuKernelFn> cpu_kernels;
   std::shared_ptr<const CudaModule> cuda;  // CUDA target
   std::shared_ptr<const CudaEmulatedModule> emulated;  // CUDA target run on the CPU (tests)
+  /// Runs node by node only because the graph is small: the graph cache compiles it fused once
+  /// it recurs. See Note [Fusing recurring small graphs].
+  bool fuse_when_recurring = false;
 
   /// Runs fused kernel `index` on the target it was compiled for.
   KernelLauncher launcher() const;
@@ -34,7 +37,9 @@ struct CompiledPlan {
 
 /// Lowers `graph` and compiles its fused kernels; a compile failure falls back to node-by-node
 /// execution of the graph (logged, counted in FusionFallback), never to a wrong result.
-std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph);
+/// `recurring`: the graph has run often enough that it is fused whatever its size (unless
+/// LAZYFUSE_FUSION is 0).
+std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph, bool recurring = false);
 
 /// True when LAZYFUSE_DUMP names `what` (ir, plan, cpp, cuda).
 bool dumpRequested(const char* what);

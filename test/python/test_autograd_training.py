@@ -232,10 +232,12 @@ def test_training_parity(model_name, optimizer_name, counters):
     for name, p in lazy_model.state_dict().items():
         torch.testing.assert_close(p.cpu(), cpu_model.state_dict()[name], msg=name)
 
-    # Steps settle into one graph: after the first few, nothing new compiles, every step hits.
     # Steps settle into one graph each: after the first few, nothing new compiles and each
-    # step's mark_step runs one cached graph.
-    settled = 3
+    # step's mark_step runs one cached graph. A small step graph is compiled fused on its third
+    # run (Note [Fusing recurring small graphs]); the fused plan's outputs may share buffers
+    # (Note [Strided views of buffers]), which gives the next step's graph other input aliasing:
+    # one more graph, by the fifth step.
+    settled = 5
     uncached, cached, executed = (list(column) for column in zip(*cache_trace))
     assert uncached[settled:] == [uncached[settled]] * (STEPS - settled), cache_trace
     assert all(b == a + 1 for a, b in zip(cached[settled:], cached[settled + 1:])), cache_trace
