@@ -2,7 +2,7 @@
 
 import torch
 
-import lazyfuse  # noqa: F401 (loads the lazy device)
+import lazyfuse
 
 LAZY = torch.device("lazy")
 
@@ -42,3 +42,27 @@ def _check_lazy(value):
         for v in value:
             _check_lazy(v)
 
+
+
+def train_side_by_side(make_model, make_optimizer, x, y, steps):
+    """Trains `make_model()` on the CPU and a lazy copy of it (same initial weights) with MSE on
+    (x, y) for `steps` steps, one mark_step per step, checking each step's loss against eager's;
+    returns both models."""
+    import torch.nn.functional as F
+
+    model = make_model()
+    lazy_model = make_model().to(LAZY)
+    lazy_model.load_state_dict({k: v.to(LAZY) for k, v in model.state_dict().items()})
+    sides = ((model, make_optimizer(model.parameters()), x, y),
+             (lazy_model, make_optimizer(lazy_model.parameters()), x.to(LAZY), y.to(LAZY)))
+    for _ in range(steps):
+        losses = []
+        for m, opt, inputs, targets in sides:
+            opt.zero_grad(set_to_none=True)
+            loss = F.mse_loss(m(inputs), targets)
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+        lazyfuse.mark_step()
+        torch.testing.assert_close(losses[1].cpu(), losses[0])
+    return model, lazy_model

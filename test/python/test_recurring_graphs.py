@@ -4,9 +4,9 @@ Every run computes eager's values."""
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import lazyfuse
+from helpers import train_side_by_side
 
 RUNS_BEFORE_FUSING = 3
 
@@ -58,25 +58,11 @@ def test_graph_of_aten_calls_only_is_never_recompiled(counters):
 
 def test_small_model_training_matches_eager_across_the_switch():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
-    lazy_model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(),
-                                     torch.nn.Linear(8, 2)).to("lazy")
-    lazy_model.load_state_dict({k: v.to("lazy") for k, v in model.state_dict().items()})
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    lazy_opt = torch.optim.SGD(lazy_model.parameters(), lr=0.1, momentum=0.9)
-    x, y = torch.randn(5, 6), torch.randn(5, 2)
-    lx, ly = x.to("lazy"), y.to("lazy")
     fused_before = lazyfuse.metrics().get("RecurringGraphsFused", 0)
-    for _ in range(6):
-        losses = []
-        for m, o, a, b in ((model, opt, x, y), (lazy_model, lazy_opt, lx, ly)):
-            o.zero_grad(set_to_none=True)
-            loss = F.mse_loss(m(a), b)
-            loss.backward()
-            o.step()
-            losses.append(loss)
-        lazyfuse.mark_step()
-        torch.testing.assert_close(losses[1].cpu(), losses[0])
+    model, lazy_model = train_side_by_side(
+        lambda: torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)),
+        lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9), torch.randn(5, 6),
+        torch.randn(5, 2), steps=6)
     assert lazyfuse.metrics().get("RecurringGraphsFused", 0) > fused_before
     for p, lp in zip(model.parameters(), lazy_model.parameters()):
         torch.testing.assert_close(lp.cpu(), p)

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import lazyfuse
-from helpers import to_lazy
+from helpers import to_lazy, train_side_by_side
 
 
 @pytest.fixture(autouse=True)
@@ -86,20 +86,10 @@ def test_transposed_output_keeps_eagers_strides():
 
 def test_linear_training_steps_match_eager():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
-    lazy_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(),
-                                     torch.nn.Linear(16, 4)).to("lazy")
-    lazy_model.load_state_dict({k: v.to("lazy") for k, v in model.state_dict().items()})
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    lazy_opt = torch.optim.Adam(lazy_model.parameters(), lr=1e-2)
-    x, y = torch.randn(6, 8), torch.randn(6, 4)
-    lx, ly = x.to("lazy"), y.to("lazy")
-    for _ in range(4):
-        for m, o, a, b in ((model, opt, x, y), (lazy_model, lazy_opt, lx, ly)):
-            o.zero_grad(set_to_none=True)
-            F.mse_loss(m(a), b).backward()
-            o.step()
-        lazyfuse.mark_step()
+    model, lazy_model = train_side_by_side(
+        lambda: torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)),
+        lambda params: torch.optim.Adam(params, lr=1e-2), torch.randn(6, 8), torch.randn(6, 4),
+        steps=4)
     for p, lp in zip(model.parameters(), lazy_model.parameters()):
         torch.testing.assert_close(lp.cpu(), p)
         torch.testing.assert_close(lp.grad.cpu(), p.grad)
