@@ -20,16 +20,20 @@ namespace {
 
 // Note [Fusing recurring small graphs]
 // Under LAZYFUSE_FUSION=auto a graph with little work runs node by node, since compiling its
-// kernels (~0.1 s with a cold disk cache) costs more than fusing saves in one run (Note [When
-// graphs are fused]). A graph that recurs is another matter: a training or inference loop over
-// a small model runs the same graph every step, and node by node each run costs an ATen call
-// (on a GPU, a launch) per op, where the fused plan is a few kernels. So a cached plan that was
-// left unfused for its size is compiled fused on the graph's kRunsBeforeFusing-th run, and
-// replaces the cached one (counted in RecurringGraphsFused; it is not a new graph, so
-// UncachedCompile does not count it). Fused kernels compute what the ATen kernels do (the
-// fusion tests hold both to eager), so a value differs from one run to the next by rounding
-// at most.
-constexpr int64_t kRunsBeforeFusing = 3;
+// kernels (~0.1 s with a cold disk cache, ~2 ms from it) costs more than fusing saves in one
+// run (Note [When graphs are fused]). A graph that recurs is another matter: a training or
+// inference loop over a small model runs the same graph every step, and node by node each run
+// costs an ATen call (on a GPU, a launch) of a few microseconds per node, where the fused plan
+// is a few kernels. So a cached plan left unfused for its size is compiled fused once its runs
+// times its nodes reach kNodeRunsBeforeFusing, and replaces the cached one (counted in
+// RecurringGraphsFused; it is not a new graph, so UncachedCompile does not count it): a
+// 1000-node graph on its third run, a 100-node training step on its 20th, a 5-node graph
+// never before its 400th. PyTorch's OpInfo sweep, whose thousands of small graphs mostly run
+// a few times, would compile about 3000 more graphs with a plain "third run" rule. Fused
+// kernels compute what the ATen kernels do (the fusion tests hold both to eager), so a value
+// differs from one run to the next by rounding at most.
+constexpr int64_t kNodeRunsBeforeFusing = 2000;
+constexpr int64_t kMinRunsBeforeFusing = 3;
 
 struct CachedPlan {
   std::shared_ptr<const CompiledPlan> plan;
@@ -55,7 +59,11 @@ std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
       metrics::cached_compile.add();
       CachedPlan& entry = it->second;
       ++entry.runs;
-      if (!entry.plan->fuse_when_recurring || entry.runs != kRunsBeforeFusing) return entry.plan;
+      const int64_t nodes = static_cast<int64_t>(graph.nodes().size());
+      if (!entry.plan->fuse_when_recurring || entry.runs < kMinRunsBeforeFusing ||
+          entry.runs * nodes < kNodeRunsBeforeFusing) {
+        return entry.plan;
+      }
       lock.unlock();
       // See Note [Fusing recurring small graphs].
       std::shared_ptr<const CompiledPlan> fused;

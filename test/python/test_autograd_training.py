@@ -232,16 +232,18 @@ def test_training_parity(model_name, optimizer_name, counters):
     for name, p in lazy_model.state_dict().items():
         torch.testing.assert_close(p.cpu(), cpu_model.state_dict()[name], msg=name)
 
-    # Steps settle into one graph each: after the first few, nothing new compiles and each
-    # step's mark_step runs one cached graph. A small step graph is compiled fused on its third
-    # run (Note [Fusing recurring small graphs]); the fused plan's outputs may share buffers
-    # (Note [Strided views of buffers]), which gives the next step's graph other input aliasing:
-    # one more graph, by the fifth step.
-    settled = 5
+    # Steps settle into one graph each: after the first few, each step's mark_step runs one
+    # cached graph. The exception: a small step graph is compiled fused once it has run often
+    # enough (Note [Fusing recurring small graphs]), and a fused plan's outputs may share
+    # buffers (Note [Strided views of buffers]), which gives the next step's graph other input
+    # aliasing: one new graph then.
+    settled = 3
     uncached, cached, executed = (list(column) for column in zip(*cache_trace))
-    assert uncached[settled:] == [uncached[settled]] * (STEPS - settled), cache_trace
-    assert all(b == a + 1 for a, b in zip(cached[settled:], cached[settled + 1:])), cache_trace
-    assert all(b == a + 1 for a, b in zip(executed[settled:], executed[settled + 1:])), cache_trace
+    allowed = 1 if counters()["RecurringGraphsFused"] else 0
+    assert uncached[-1] - uncached[settled] <= allowed, cache_trace
+    steps = list(zip(uncached[settled:], cached[settled:], executed[settled:]))
+    for (u0, c0, e0), (u1, c1, e1) in zip(steps, steps[1:]):
+        assert e1 == e0 + 1 and (u1 - u0) + (c1 - c0) == 1, cache_trace
 
 
 def test_model_to_lazy_and_back():

@@ -2,13 +2,16 @@
 node, and is compiled into fused kernels once it recurs (Note [Fusing recurring small graphs]).
 Every run computes eager's values."""
 
+import re
+
 import pytest
 import torch
 
 import lazyfuse
 from helpers import train_side_by_side
 
-RUNS_BEFORE_FUSING = 3
+# A graph is fused once its runs times its nodes reach this, and not before its third run.
+NODE_RUNS_BEFORE_FUSING = 2000
 
 
 @pytest.fixture(autouse=True)
@@ -17,33 +20,49 @@ def auto_fusion(monkeypatch):
     torch.ops.lazyfuse.clear_graph_cache()
 
 
-def small_chain(x):
-    for _ in range(12):
-        x = (x * 1.01 + 0.5).tanh()
-    return x.sum(0)
+def chain(x, length):
+    for _ in range(length // 2):
+        x = x * 1.001 + 0.01
+    return x
 
 
-def test_small_graph_runs_node_by_node_then_fused_from_its_third_run(counters):
-    x = torch.randn(8, 5)
-    expected = small_chain(x)
+def nodes_of(tensor):
+    """Nodes of the graph a sync of `tensor` would run, from its text dump."""
+    return int(re.search(r"nodes=(\d+)", lazyfuse.dump_ir(tensor)).group(1))
+
+
+@pytest.mark.parametrize("length", [700, 100])
+def test_small_graph_is_fused_once_it_has_run_often_enough(length, counters):
+    x = torch.randn(4, 5)
+    expected = chain(x, length)
     lazy_x = x.to("lazy")
     lazyfuse.mark_step()
-    for run in range(1, 6):
+    nodes = nodes_of(chain(lazy_x, length))
+    fuse_at = max(3, -(-NODE_RUNS_BEFORE_FUSING // nodes))
+    for run in range(1, fuse_at + 3):
         before = counters()
-        torch.testing.assert_close(small_chain(lazy_x).cpu(), expected)
+        torch.testing.assert_close(chain(lazy_x, length).cpu(), expected)
         after = counters()
         fused_now = after["RecurringGraphsFused"] - before["RecurringGraphsFused"]
         launched = after["KernelsLaunched"] - before["KernelsLaunched"]
-        assert fused_now == (1 if run == RUNS_BEFORE_FUSING else 0), run
-        assert (launched > 0) == (run >= RUNS_BEFORE_FUSING), run
+        assert fused_now == (1 if run == fuse_at else 0), (run, nodes)
+        assert (launched > 0) == (run >= fuse_at), (run, nodes)
         assert after["UncachedCompile"] - before["UncachedCompile"] == (1 if run == 1 else 0)
+
+
+def test_few_node_graph_run_a_few_times_stays_node_by_node(counters):
+    lazy_x = torch.randn(4, 5).to("lazy")
+    for _ in range(10):
+        chain(lazy_x, 4).cpu()
+    assert counters()["RecurringGraphsFused"] == 0
+    assert counters()["KernelsLaunched"] == 0
 
 
 def test_fusion_off_never_fuses_a_recurring_graph(monkeypatch, counters):
     monkeypatch.setenv("LAZYFUSE_FUSION", "0")
-    lazy_x = torch.randn(8, 5).to("lazy")
-    for _ in range(RUNS_BEFORE_FUSING + 1):
-        small_chain(lazy_x).cpu()
+    lazy_x = torch.randn(4, 5).to("lazy")
+    for _ in range(5):
+        chain(lazy_x, 1000).cpu()
     assert counters()["RecurringGraphsFused"] == 0
     assert counters()["KernelsLaunched"] == 0
 
@@ -51,7 +70,7 @@ def test_fusion_off_never_fuses_a_recurring_graph(monkeypatch, counters):
 def test_graph_of_aten_calls_only_is_never_recompiled(counters):
     a, b = torch.randn(4, 6), torch.randn(6, 3)
     la, lb = a.to("lazy"), b.to("lazy")
-    for _ in range(RUNS_BEFORE_FUSING + 1):
+    for _ in range(60):
         torch.testing.assert_close(torch.mm(la, lb).cpu(), a @ b)
     assert counters()["RecurringGraphsFused"] == 0
 
@@ -61,8 +80,8 @@ def test_small_model_training_matches_eager_across_the_switch():
     fused_before = lazyfuse.metrics().get("RecurringGraphsFused", 0)
     model, lazy_model = train_side_by_side(
         lambda: torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)),
-        lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9), torch.randn(5, 6),
-        torch.randn(5, 2), steps=6)
+        lambda params: torch.optim.Adam(params, lr=1e-2), torch.randn(5, 6),
+        torch.randn(5, 2), steps=40)
     assert lazyfuse.metrics().get("RecurringGraphsFused", 0) > fused_before
     for p, lp in zip(model.parameters(), lazy_model.parameters()):
         torch.testing.assert_close(lp.cpu(), p)
