@@ -21,14 +21,6 @@ AS_STRIDED_OF_VIEW = (
     "storage (eager: base[5:15].as_strided((2,2),(1,2),0) starts at base[0]; lazy at base[5])"
 )
 SPARSE = "design: lazy tensors are strided only; a sparse tensor cannot move to lazy or be made there"
-POLYGAMMA_INPLACE = (
-    "functionalization: polygamma_(n) has no functional counterpart it can find (polygamma takes "
-    "n first) and raises 'Found a custom (non-ATen) operator whose output has alias annotations'"
-)
-OUT_NOT_WRITTEN = (
-    "lazyfuse: this composite out= variant leaves `out` wrong on lazy (not written, not resized, "
-    "or another output's value) and does not return it as eager does"
-)
 ERROR_FROM_META = (
     "PyTorch's meta kernel (what lazyfuse infers shapes with) raises another exception type or "
     "message than the CPU kernel for this error input, or does not check at all"
@@ -49,7 +41,6 @@ ERROR_OUT_CHECKS = (
 
 XFAIL = {
     # correctness / grad / out: wrong or failing results
-    ("_native_batch_norm_legit", "out", None): OUT_NOT_WRITTEN,
     ("as_strided.partial_views", "correctness", None): AS_STRIDED_OF_VIEW,
     ("as_strided.partial_views", "inplace", None): AS_STRIDED_OF_VIEW,
     ("sparse.mm.reduce", "correctness", None): SPARSE,
@@ -58,11 +49,6 @@ XFAIL = {
     ("sparse.sampled_addmm", "grad", None): SPARSE,
     ("sparse.sampled_addmm", "out", None): SPARSE,
     ("to_sparse", "correctness", None): SPARSE,
-    **{(f"polygamma.polygamma_n_{n}", "inplace", None): POLYGAMMA_INPLACE for n in range(5)},
-    ("fft.ihfft2", "out", None): OUT_NOT_WRITTEN,
-    ("fft.ihfftn", "out", None): OUT_NOT_WRITTEN,
-    ("linalg.matrix_rank", "out", None): OUT_NOT_WRITTEN,
-    ("linalg.matrix_rank.hermitian", "out", None): OUT_NOT_WRITTEN,
     # errors
     **{
         (op, "errors", None): ERROR_FROM_META
