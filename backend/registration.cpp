@@ -93,6 +93,10 @@ void registerDynamicKernels() {
   // [Functionalizing polygamma_].
   functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));
   functionalize_lib->impl("polygamma_", TORCH_FN(functionalizePolygamma));
+  // See Note [set_data across InferenceMode]; on Functionalize before the loop below would give
+  // it decomposeKernel there.
+  functionalize_lib->impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
+  autograd_lib->impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
   int count = 0;
   int checked = 0;
   int decomposed = 0;

@@ -28,4 +28,8 @@ bool registerOutFunctionalization(const c10::OperatorHandle& op,
 /// Functionalize kernel of polygamma_. See Note [Functionalizing polygamma_].
 at::Tensor& functionalizePolygamma(at::Tensor& self, int64_t n);
 
+/// Kernel of _has_compatible_shallow_copy_type (the check of `x.data = t`) on AutogradLazy and
+/// Functionalize. See Note [set_data across InferenceMode].
+bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from);
+
 }  // namespace lazyfuse

@@ -1,6 +1,6 @@
-"""out= and in-place variants whose functionalization needs kernels of lazyfuse's own, against
-eager CPU: composite out= kernels that rebind their `out`, out= ops that also write other
-arguments, and polygamma_ (backend/write_functionalization.cpp)."""
+"""Writes whose functionalization needs kernels of lazyfuse's own, against eager CPU: composite
+out= kernels that rebind their `out`, out= ops that also write other arguments, polygamma_, and
+`x.data = t` across InferenceMode (backend/write_functionalization.cpp)."""
 
 import pytest
 import torch
@@ -129,3 +129,48 @@ def test_polygamma_inplace_under_cpu_functionalization():
     torch.testing.assert_close(torch.compile(f, backend="aot_eager")(x), torch.polygamma(1, x))
     meta = torch.empty(5, device="meta").polygamma_(1)
     assert meta.shape == (5,) and meta.device.type == "meta"
+
+
+def _set_data_across_inference_mode(device):
+    seen = {}
+    x = torch.zeros(3, device=device)
+    with torch.inference_mode():
+        t = torch.ones(3, device=device)
+        x.data = t  # a normal tensor takes an inference tensor's data
+        seen["x_is_inference"] = x.is_inference()
+        t.add_(2)  # x and t share their data, as eager's share storage
+    seen["x"] = x.cpu()
+    with torch.inference_mode():
+        z = torch.zeros(2, device=device)
+    z.data = torch.arange(2.0, device=device)  # an inference tensor takes a normal one's
+    seen["z_is_inference"] = z.is_inference()
+    seen["z"] = z.cpu()
+    linear = torch.nn.Linear(2, 2).to(device)
+    with torch.inference_mode():
+        linear.weight.data = torch.eye(2, device=device)
+        seen["y"] = linear(torch.ones(1, 2, device=device)).cpu()
+    seen["weight"] = linear.weight.detach().cpu()
+    seen["bias"] = linear.bias.detach().cpu()
+    return seen
+
+
+def test_set_data_across_inference_mode_like_eager():
+    torch.manual_seed(0)
+    expected = _set_data_across_inference_mode("cpu")
+    torch.manual_seed(0)
+    actual = _set_data_across_inference_mode("lazy")
+    assert actual.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, torch.Tensor):
+            torch.testing.assert_close(actual[key], value)
+        else:
+            assert actual[key] == value, key
+
+
+def test_set_data_still_refuses_another_device_like_eager():
+    with pytest.raises(RuntimeError) as eager:
+        torch.zeros(3).data = torch.zeros(3, device="meta")
+    lazy = torch.zeros(3, device="lazy")
+    with pytest.raises(RuntimeError) as refused:
+        lazy.data = torch.zeros(3)
+    assert str(refused.value) == str(eager.value)
