@@ -17,8 +17,13 @@ KINDS = ("correctness", "inplace", "out", "errors", "grad")
 # ---- reasons, one per root cause --------------------------------------------------------------
 
 AS_STRIDED_OF_VIEW = (
-    "lazyfuse: as_strided on a view takes its storage_offset relative to the view, not to the "
-    "storage (eager: base[5:15].as_strided((2,2),(1,2),0) starts at base[0]; lazy at base[5])"
+    "functionalization (PyTorch's, pytorch/pytorch#120585): as_strided on a view is replayed on "
+    "the view's value, so its sizes, strides and storage_offset address the view, not the storage "
+    "as in eager (base[5:15].as_strided((2,2),(1,2),0) starts at base[0] in eager, at base[5] on "
+    "lazy). A storage-relative result must be a view of the root base, to alias it as eager's "
+    "does, and FunctionalTensorWrapper offers no way to make one from a view: its view steps see "
+    "only their parent's value, and only the root's wrapper, which an op on the view never gets, "
+    "starts a chain of its own"
 )
 SPARSE = "design: lazy tensors are strided only; a sparse tensor cannot move to lazy or be made there"
 ERROR_FROM_META = (
