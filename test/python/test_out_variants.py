@@ -78,6 +78,20 @@ def test_out_and_written_stats_like_eager(empty):
     _assert_like_eager(_batch_norm_legit_out(training=True, empty=empty), inputs)
 
 
+def test_batch_norm_with_update_out_like_eager():
+    def fn(x, weight, bias, running_mean, running_var):
+        outs = tuple(torch.empty(0, device=x.device) for _ in range(3)) + (
+            torch.empty(0, dtype=torch.uint8, device=x.device),)
+        returned = torch.ops.aten._batch_norm_with_update.out(
+            x, weight, bias, running_mean, running_var, 0.1, 1e-5,
+            out=outs[0], save_mean=outs[1], save_invstd=outs[2], reserve=outs[3])
+        # reserve is an implementation detail of the backend (empty on the CPU): not compared
+        return returned[:3], outs[:3] + (running_mean, running_var)
+
+    inputs = [_seeded(4, 3, 5), torch.rand(3) + 0.5, torch.randn(3), torch.zeros(3), torch.ones(3)]
+    _assert_like_eager(fn, inputs)
+
+
 def test_rrelu_with_noise_out_writes_noise_like_eager():
     # rrelu_with_noise.out writes its noise argument too; in eval mode it draws nothing.
     def fn(x, noise):
