@@ -1,5 +1,6 @@
 #include "backend/lazy_tensor.h"
 
+#include "backend/conv_layout.h"
 #include "backend/device.h"
 #include "lazy_ir/check.h"
 
@@ -61,8 +62,9 @@ void registerData(const c10::intrusive_ptr<LazyData>& data) {
 // Any other op's result reports the strides eager gives it: its trace strides, unless an input
 // reports another geometry (x.t() + 1, x.t().clone() and empty_like(x.t()) stay transposed in
 // eager), where the op runs on Meta over the inputs' reported geometry too (cached), and its
-// results report the strides found there. Where a meta kernel picks other strides than the CPU
-// kernel (conv2d of a channels_last input: contiguous on Meta), the result reports Meta's. Buffers
+// results report the strides found there. Where a meta kernel picks other strides than eager's
+// kernel, the result reports Meta's, but for convolution, whose meta kernel is always contiguous:
+// see Note [Convolution layout]. Buffers
 // keep the trace's strides; a transfer out (`.cpu()`) gives the strides eager's _to_copy gives the
 // reported geometry, copying where the buffer's differ.
 // Pinned by test_views_mutation.py::test_view_metadata_like_eager,
@@ -154,20 +156,24 @@ ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const torch::j
   c10::impl::ExcludeDispatchKeyGuard no_autograd(
       c10::autograd_dispatch_keyset_with_ADInplaceOrView);
   c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
+  const torch::jit::Stack meta_args = meta_stack;
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
   } catch (const std::exception&) {
     return {};  // the trace's meta inference accepted the call: its geometry is all we know
   }
-  ViewGeometries out;
+  std::vector<at::Tensor> results;
   for (const c10::IValue& v : meta_stack) {
-    std::vector<at::Tensor> results;
     if (v.isTensor()) results.push_back(v.toTensor());
-    if (v.isTensorList()) results = v.toTensorList().vec();
-    for (const at::Tensor& t : results) {
-      if (!t.defined()) return {};
-      out.push_back({t.sizes().vec(), t.strides().vec(), t.storage_offset()});
-    }
+    if (!v.isTensorList()) continue;
+    for (const at::Tensor& t : v.toTensorList()) results.push_back(t);
+  }
+  applyConvolutionLayout(op, meta_args, results);  // See Note [Convolution layout]
+  ViewGeometries out;
+  for (const at::Tensor& t : results) {
+    // An undefined result (a gradient output_mask leaves out) keeps the others' places.
+    if (!t.defined()) out.emplace_back();
+    if (t.defined()) out.push_back({t.sizes().vec(), t.strides().vec(), t.storage_offset()});
   }
   return out;
 }
@@ -240,7 +246,7 @@ void reportResultGeometry(const c10::OperatorHandle& op, HashValue key,
       }
     }
   }
-  if (!other) return;
+  if (!other && !hasConvolutionLayout(op)) return;  // See Note [Convolution layout]
   key = hashCombine(key, 0x7e5a17ULL);  // apart from the view geometries' keys
   auto geometries = cachedGeometry(key, [&] { return inferResultGeometry(op, args); });
   reportGeometries(*geometries, stack, num_results);

@@ -137,6 +137,7 @@ void forEachTensor(const c10::IValue& v, Fn fn) {
   if (v.isTensor()) fn(v.toTensor());
   if (v.isTensorList()) {
     for (const at::Tensor& t : v.toTensorList()) fn(t);
+    return;  // a Tensor[] is a list too: each tensor once
   }
   if (v.isList()) {
     for (const c10::IValue& e : v.toListRef()) {

@@ -187,6 +187,12 @@ const OpTraits& traitsOf(const c10::OperatorHandle& op) {
   return *slot;
 }
 
+std::string implName(const c10::OperatorName& name) {
+  std::string qualified = name.name.substr(name.name.find("::") + 2);
+  if (!name.overload_name.empty()) qualified += "." + name.overload_name;
+  return qualified;
+}
+
 void markEager(const c10::OperatorHandle& op) {
   TraitsTable& t = traitsTable();
   std::lock_guard<std::mutex> lock(t.mutex);

@@ -61,6 +61,8 @@ struct OpTraits {
 };
 
 const OpTraits& traitsOf(const c10::OperatorHandle& op);
+/// The name torch::Library::impl takes for an aten op: "add.Tensor" for aten::add.Tensor.
+std::string implName(const c10::OperatorName& name);
 /// Marks an operator as run eagerly from now on (its meta kernel turned out to be missing).
 void markEager(const c10::OperatorHandle& op);
 

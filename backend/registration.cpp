@@ -4,6 +4,7 @@
 #include "backend/recorder.h"
 #include "backend/transfers.h"
 #include "backend/write_checks.h"
+#include "backend/write_functionalization.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
@@ -69,19 +70,12 @@ bool recordsDirectly(const c10::OperatorHandle& op) {
 // and none for Functionalize gets one that runs the decomposition there, as PyTorch's Python
 // functionalization does. Pinned by test_views_mutation.py::
 // test_inference_mode_on_tensors_made_outside_it and test_errors.py::test_write_checks_*.
-void decomposeKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
-}
+// The kernel is decomposeKernel, which also makes an out= decomposition write its `out` (see
+// Note [Composite out= kernels under functionalization]).
 
 bool decomposesOnFunctionalize(const c10::OperatorHandle& op) {
   return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
          !op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize);
-}
-
-std::string qualifiedName(const c10::OperatorName& name) {
-  std::string qualified = name.name.substr(6);
-  if (!name.overload_name.empty()) qualified += "." + name.overload_name;
-  return qualified;
 }
 
 void registerDynamicKernels() {
@@ -89,32 +83,45 @@ void registerDynamicKernels() {
       torch::Library::IMPL, "aten", c10::DispatchKey::Lazy, __FILE__, __LINE__);
   static auto functionalize_lib = std::make_unique<torch::Library>(
       torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
+  static auto autograd_lib = std::make_unique<torch::Library>(
+      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradLazy, __FILE__, __LINE__);
   // Replacing a kernel warns; on Functionalize, ours are meant to (see Note [In-place result
   // casts], Note [Decomposing on Functionalize] and Note [Functionalizing copy_ across devices]).
   SilentWarnings silent;
   c10::WarningUtils::WarningHandlerGuard guard(&silent);
-  functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));  // before it is wrapped below
+  // Before they are wrapped below: see Note [Functionalizing copy_ across devices] and Note
+  // [Functionalizing polygamma_].
+  functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));
+  functionalize_lib->impl("polygamma_", TORCH_FN(functionalizePolygamma));
+  // See Note [set_data across InferenceMode]; on Functionalize before the loop below would give
+  // it decomposeKernel there.
+  functionalize_lib->impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
+  autograd_lib->impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
   int count = 0;
   int checked = 0;
   int decomposed = 0;
+  int outs = 0;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto op = c10::Dispatcher::singleton().findOp(name);
     if (!op) continue;
     if (recordsDirectly(*op)) {
-      lazy_lib->impl(qualifiedName(name).c_str(),
+      lazy_lib->impl(implName(name).c_str(),
                      torch::CppFunction::makeFromBoxedFunction<&recordOp>());
       ++count;
     }
+    if (registerOutFunctionalization(*op, *functionalize_lib)) ++outs;
+    if (registerOutDecomposition(*op, *autograd_lib)) ++outs;
     if (registerWriteKernel(*op, *functionalize_lib)) ++checked;
     if (decomposesOnFunctionalize(*op)) {
-      functionalize_lib->impl(qualifiedName(name).c_str(),
+      functionalize_lib->impl(implName(name).c_str(),
                               torch::CppFunction::makeFromBoxedFunction<&decomposeKernel>());
       ++decomposed;
     }
   }
   LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, write checks for ",
-               checked, " in-place and out= ops, decompositions on Functionalize for ", decomposed);
+               checked, " in-place and out= ops, decompositions on Functionalize for ", decomposed,
+               ", out= kernels of ours for ", outs);
 }
 
 const bool registered = (registerDynamicKernels(), true);

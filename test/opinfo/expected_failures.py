@@ -17,18 +17,15 @@ KINDS = ("correctness", "inplace", "out", "errors", "grad")
 # ---- reasons, one per root cause --------------------------------------------------------------
 
 AS_STRIDED_OF_VIEW = (
-    "lazyfuse: as_strided on a view takes its storage_offset relative to the view, not to the "
-    "storage (eager: base[5:15].as_strided((2,2),(1,2),0) starts at base[0]; lazy at base[5])"
+    "functionalization (PyTorch's, pytorch/pytorch#120585): as_strided on a view is replayed on "
+    "the view's value, so its sizes, strides and storage_offset address the view, not the storage "
+    "as in eager (base[5:15].as_strided((2,2),(1,2),0) starts at base[0] in eager, at base[5] on "
+    "lazy). A storage-relative result must be a view of the root base, to alias it as eager's "
+    "does, and FunctionalTensorWrapper offers no way to make one from a view: its view steps see "
+    "only their parent's value, and only the root's wrapper, which an op on the view never gets, "
+    "starts a chain of its own"
 )
 SPARSE = "design: lazy tensors are strided only; a sparse tensor cannot move to lazy or be made there"
-POLYGAMMA_INPLACE = (
-    "functionalization: polygamma_(n) has no functional counterpart it can find (polygamma takes "
-    "n first) and raises 'Found a custom (non-ATen) operator whose output has alias annotations'"
-)
-OUT_NOT_WRITTEN = (
-    "lazyfuse: this composite out= variant leaves `out` wrong on lazy (not written, not resized, "
-    "or another output's value) and does not return it as eager does"
-)
 ERROR_FROM_META = (
     "PyTorch's meta kernel (what lazyfuse infers shapes with) raises another exception type or "
     "message than the CPU kernel for this error input, or does not check at all"
@@ -49,7 +46,6 @@ ERROR_OUT_CHECKS = (
 
 XFAIL = {
     # correctness / grad / out: wrong or failing results
-    ("_native_batch_norm_legit", "out", None): OUT_NOT_WRITTEN,
     ("as_strided.partial_views", "correctness", None): AS_STRIDED_OF_VIEW,
     ("as_strided.partial_views", "inplace", None): AS_STRIDED_OF_VIEW,
     ("sparse.mm.reduce", "correctness", None): SPARSE,
@@ -58,11 +54,6 @@ XFAIL = {
     ("sparse.sampled_addmm", "grad", None): SPARSE,
     ("sparse.sampled_addmm", "out", None): SPARSE,
     ("to_sparse", "correctness", None): SPARSE,
-    **{(f"polygamma.polygamma_n_{n}", "inplace", None): POLYGAMMA_INPLACE for n in range(5)},
-    ("fft.ihfft2", "out", None): OUT_NOT_WRITTEN,
-    ("fft.ihfftn", "out", None): OUT_NOT_WRITTEN,
-    ("linalg.matrix_rank", "out", None): OUT_NOT_WRITTEN,
-    ("linalg.matrix_rank.hermitian", "out", None): OUT_NOT_WRITTEN,
     # errors
     **{
         (op, "errors", None): ERROR_FROM_META

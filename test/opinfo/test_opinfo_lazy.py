@@ -345,12 +345,15 @@ def _lazy_copy(sample, meta, record, index):
 
 
 def _out_like(expected, device, resize):
-    """out= argument for a result like `expected`: same shapes, or empty ones the op resizes."""
+    """out= argument for a result like `expected`: same shapes, or empty ones the op resizes.
+    Those of the same shapes hold zeros, not uninitialized memory: an out= variant that does not
+    write its out (eager's fft.ihfftn with one transformed dim) must leave lazy's as it leaves
+    eager's, and the comparison must not read garbage."""
 
     def make(t):
         if resize:
             return torch.empty(0, dtype=t.dtype, device=device)
-        return torch.empty_like(t, device=device)
+        return torch.zeros_like(t, device=device)
 
     if isinstance(expected, torch.Tensor):
         return make(expected)
