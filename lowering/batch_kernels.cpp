@@ -23,8 +23,10 @@ namespace {
 // Only independent kernels batch. The pass works on each run of consecutive kernel steps
 // (extern steps stay where they are): a kernel's level is one more than the highest level of
 // the kernels of the run whose outputs it reads, and the run is ordered by level, so kernels of
-// one level never read each other's outputs; a batch never spans levels. Within a level,
-// kernels and batches keep the order of their first member, so the pass is deterministic.
+// one level never read each other's outputs; a batch never spans levels. Kernels that could
+// batch then move, between the level after what they read and the level before what reads
+// them, to a level they share (gatherBatchLevels). Within a level, kernels and batches keep
+// the order of their first member, so the pass is deterministic.
 
 constexpr size_t kMaxBatchBindings = 400;
 
@@ -264,24 +266,78 @@ void splitKernels(ExecutionPlan& plan) {
   plan.steps = std::move(steps);
 }
 
+/// Moves kernels of one batch key to a common level where their dependencies allow: kernel i
+/// may run at any level from level[i] (after what it reads) to latest[i] (before what reads
+/// it), and a batch never spans levels. Per key, the level holding most of the key's kernels
+/// takes them (ties: the lowest), then the next, until no level would take two. An optimizer
+/// step whose bias gradients come from a reduction kernel of the same run would otherwise
+/// launch its updates in two batches, before and after that reduction.
+void gatherBatchLevels(const ExecutionPlan& plan, size_t begin, const std::vector<int>& latest,
+                       std::vector<int>& level) {
+  std::map<std::string, std::vector<size_t>> by_key;
+  std::vector<std::string> order;
+  for (size_t i = 0; i < level.size(); ++i) {
+    const std::string key = batchKey(plan.kernels.at(plan.steps[begin + i].kernel).kernel);
+    if (key.empty() || isOnePointKey(key)) continue;
+    if (by_key[key].empty()) order.push_back(key);
+    by_key[key].push_back(i);
+  }
+  for (const std::string& key : order) {
+    std::vector<size_t> left = by_key[key];
+    while (left.size() > 1) {
+      int best = -1;
+      size_t best_count = 1;
+      for (size_t i : left) {
+        for (int l = level[i]; l <= latest[i]; ++l) {
+          const auto count = static_cast<size_t>(std::count_if(left.begin(), left.end(),
+              [&](size_t j) { return level[j] <= l && l <= latest[j]; }));
+          if (count > best_count || (count == best_count && best >= 0 && l < best)) {
+            best = l;
+            best_count = count;
+          }
+        }
+      }
+      if (best < 0) break;
+      std::vector<size_t> rest;
+      for (size_t i : left) {
+        if (level[i] <= best && best <= latest[i]) {
+          level[i] = best;
+        } else {
+          rest.push_back(i);
+        }
+      }
+      left = std::move(rest);
+    }
+  }
+}
+
 /// Orders the kernel steps [begin, end) of `plan` by level and appends them to `steps`, members
 /// of a batch as one kKernelBatch step. True when a batch was formed.
 bool batchRun(ExecutionPlan& plan, size_t begin, size_t end, std::vector<PlanStep>& steps) {
-  std::map<BindingKey, int> producer_level;
+  std::map<BindingKey, size_t> producer;
   std::vector<int> level(end - begin, 0);
+  std::vector<size_t> reads_from;  // (reader, producer) pairs, flattened
   int top = 0;
   for (size_t s = begin; s < end; ++s) {
+    const size_t i = s - begin;
     const FusedKernel& k = plan.kernels.at(plan.steps[s].kernel);
     for (size_t b = 0; b < k.buffers.size(); ++b) {
       if (k.kernel.buffers[b].output) continue;
-      auto it = producer_level.find(bindingKey(k.buffers[b]));
-      if (it != producer_level.end()) level[s - begin] = std::max(level[s - begin], it->second + 1);
+      auto it = producer.find(bindingKey(k.buffers[b]));
+      if (it == producer.end()) continue;
+      level[i] = std::max(level[i], level[it->second] + 1);
+      reads_from.insert(reads_from.end(), {i, it->second});
     }
     for (size_t b = 0; b < k.buffers.size(); ++b) {
-      if (k.kernel.buffers[b].output) producer_level[bindingKey(k.buffers[b])] = level[s - begin];
+      if (k.kernel.buffers[b].output) producer[bindingKey(k.buffers[b])] = i;
     }
-    top = std::max(top, level[s - begin]);
+    top = std::max(top, level[i]);
   }
+  std::vector<int> latest(level.size(), top);
+  for (size_t r = 0; r < reads_from.size(); r += 2) {
+    latest[reads_from[r + 1]] = std::min(latest[reads_from[r + 1]], level[reads_from[r]] - 1);
+  }
+  gatherBatchLevels(plan, begin, latest, level);
   bool batched = false;
   for (int l = 0; l <= top; ++l) {
     // Units of this level in order of first appearance: a lone kernel or a batch's members.

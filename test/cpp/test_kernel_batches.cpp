@@ -132,9 +132,23 @@ TEST(KernelBatchTest, OnlyKernelsOfOneLevelBatch) {
   b.kernel(axpy("k2", {7}), {11, 1, 2}, {14, 15});
   b.kernel(axpy("k3", {8}), {3, 1, 2}, {16, 17});
   EXPECT_TRUE(batchKernels(graph, b.plan));
-  EXPECT_EQ(stepsOf(b.plan), (Steps{{"k0", "k3"}, {"k1", "k2"}}));
+  // k3 reads nothing of the run and nothing reads it: it joins the larger level.
+  EXPECT_EQ(stepsOf(b.plan), (Steps{{"k0"}, {"k1", "k2", "k3"}}));
   const std::string text = printPlan(graph, b.plan);
-  EXPECT_NE(text.find("batches=2)\n  0: batch of 2 kernels\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("batches=1)\n  0: kernel k0"), std::string::npos) << text;
+}
+
+TEST(KernelBatchTest, UpdatesWaitForTheReductionOneOfThemReads) {
+  // An optimizer's updates, one of which reads a gradient a kernel of the run computes: all
+  // three run after it, in one batch, rather than two of them before it and one after.
+  PlanBuilder b;
+  b.kernel(axpy("grad", {3, 3}, /*flat=*/false), {0, 1, 2}, {10, 11});
+  b.kernel(axpy("u0", {4}), {10, 1, 2}, {12, 13});
+  b.kernel(axpy("u1", {6}), {3, 1, 2}, {14, 15});
+  b.kernel(axpy("u2", {7}), {4, 1, 2}, {16, 17});
+  Graph graph = Graph::fromRoots({});
+  EXPECT_TRUE(batchKernels(graph, b.plan));
+  EXPECT_EQ(stepsOf(b.plan), (Steps{{"grad"}, {"u0", "u1", "u2"}}));
 }
 
 /// Three independent axpy updates over one domain in one kernel, as the partitioner fuses
