@@ -1,8 +1,10 @@
 #include "backend/write_checks.h"
 
+#include "backend/detail/stand_ins.h"
 #include "backend/device.h"
 #include "backend/lazy_tensor.h"
 #include "backend/recorder.h"
+#include "backend/write_aliasing.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
@@ -37,6 +39,8 @@ namespace {
 // [Functionalizing copy_ across devices]). Functionalize is the one key every lazy tensor carries
 // that runs in every mode: autograd keys are skipped under InferenceMode and absent from tensors
 // made there. For a write into a lazy tensor, ours
+//  0. where a written tensor may overlap another tensor of the call or itself, runs eager's
+//     overlap checks (Note [Overlapping writes]; also for the ops left out below);
 //  1. runs the op itself on Meta, and when that raises, on the CPU on stand-ins (as Note [Eager's
 //     errors] does) for eager's exception and message; on a pass, an op whose CPU checks do not
 //     depend on sizes (OpTraits::probes_on_cpu) on one-element stand-ins, for the dtype checks
@@ -79,22 +83,10 @@ FunctionalizeKernels& functionalizeKernels() {
 }
 
 /// Calls which passed the checks, by writeKey.
-struct CheckedCalls {
-  std::mutex mutex;
-  std::unordered_set<HashValue> passed;
-};
-
 CheckedCalls& checkedCalls() {
   static CheckedCalls* instance = new CheckedCalls();
   return *instance;
 }
-
-/// Drops the warnings of a check run (an out= of another size warns that it is resized; the
-/// functional op and the copy into out warn as eager does, or not, on their own).
-class DropWarnings final : public c10::WarningHandler {
- public:
-  void process(const c10::Warning&) override {}
-};
 
 bool writesLazy(const OpTraits& traits, const torch::jit::Stack& args) {
   bool lazy = false;
@@ -158,29 +150,10 @@ at::Tensor metaStandIn(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
-c10::IValue metaArg(const c10::IValue& v) {
-  if (v.isTensor()) return metaStandIn(v.toTensor());
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> list;
-    for (const at::Tensor& t : v.toTensorList()) list.push_back(metaStandIn(t));
-    return list;
-  }
-  if (v.isList() && v.toListRef().size() > 0 && v.toListRef()[0].isTensor()) {
-    c10::List<std::optional<at::Tensor>> list;
-    for (const c10::IValue& e : v.toListRef()) {
-      list.push_back(e.isTensor() ? std::optional<at::Tensor>(metaStandIn(e.toTensor()))
-                                  : std::nullopt);
-    }
-    return list;
-  }
-  if (v.isDevice()) return c10::IValue(c10::Device(c10::kMeta));
-  return v;
-}
-
 /// Runs `op` on Meta stand-ins of `args`; the exception it raised, or null.
 std::exception_ptr errorOnMeta(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
   torch::jit::Stack meta;
-  for (const c10::IValue& v : args) meta.push_back(metaArg(v));
+  for (const c10::IValue& v : args) meta.push_back(standInArg(v, c10::kMeta, metaStandIn));
   c10::impl::ExcludeDispatchKeyGuard no_autograd(
       c10::autograd_dispatch_keyset_with_ADInplaceOrView);
   c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
@@ -197,13 +170,8 @@ std::exception_ptr errorOnMeta(const c10::OperatorHandle& op, const torch::jit::
 /// Raises eager's error for a call that writes lazy tensors, step 1 of Note [In-place result
 /// casts].
 void checkLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
-                    const torch::jit::Stack& args) {
-  const HashValue key = writeKey(traits, args);
-  CheckedCalls& checked = checkedCalls();
-  {
-    std::lock_guard<std::mutex> lock(checked.mutex);
-    if (checked.passed.count(key) > 0) return;
-  }
+                    const torch::jit::Stack& args, HashValue key) {
+  if (checkedCalls().passed(key)) return;
   DropWarnings drop;
   c10::WarningUtils::WarningHandlerGuard quiet(&drop);
   if (std::exception_ptr error = errorOnMeta(op, args)) {
@@ -212,8 +180,7 @@ void checkLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
   } else if (traits.probes_on_cpu) {
     raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/true);
   }
-  std::lock_guard<std::mutex> lock(checked.mutex);
-  checked.passed.insert(key);
+  checkedCalls().notePassed(key);
 }
 
 PendingWrite pendingWriteOf(const OpTraits& traits, torch::jit::Stack& args) {
@@ -333,9 +300,18 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const size_t num_args = traits.written.size();
   torch::jit::Stack args(stack->end() - num_args, stack->end());
   if (!writesLazy(traits, args)) return functionalize.callBoxed(op, keys, stack);
-  if (!mixesDevices(args)) checkLikeEager(op, traits, args);
+  const bool mixes_devices = mixesDevices(args);
+  const WriteAliasing aliasing = writeAliasingOf(op, traits, args);
+  const HashValue key = mixes_devices ? 0 : writeKey(traits, args);
+  if (!mixes_devices) checkOverlapsLikeEager(op, traits, args, aliasing, key);
+  if (traits.functional_name.empty()) {
+    // A random op's out= (Note [In-place result casts] leaves it out), or an op that writes
+    // arguments other than out= ones (running stats): eager's overlap checks only.
+    return functionalize.callBoxed(op, keys, stack);
+  }
+  if (!mixes_devices) checkLikeEager(op, traits, args, key);
   if (const c10::OperatorHandle* functional = foreachFunctional(op)) {
-    if (!mixesDevices(args) && allFunctional(args)) {
+    if (!mixes_devices && allFunctional(args)) {
       functionalizeForeachWrite(*functional, traits, args);
       stack->erase(stack->end() - num_args, stack->end());
       return;
@@ -402,7 +378,6 @@ bool registerWriteKernel(const c10::OperatorHandle& op, torch::Library& function
   const OpTraits& traits = traitsOf(op);
   if (!writesAnArgument(traits)) return false;
   if (!op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) return false;
-  if (traits.functional_name.empty()) return false;
   functionalizeKernels().emplace(
       &op.schema(), op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
   if (std::optional<c10::OperatorHandle> functional = findForeachFunctional(op)) {

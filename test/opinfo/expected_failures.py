@@ -41,12 +41,6 @@ ERROR_VALUE_DEPENDENT = (
     "design: the check depends on tensor values (an index out of bounds), which a lazy op does "
     "not read; it raises at the sync"
 )
-ERROR_OUT_CHECKS = (
-    "out= overlap checks are lost: lazyfuse checks an out= call on Meta and CPU stand-ins "
-    "(Note [In-place result casts]), which share no memory, so eager's 'unsupported operation' "
-    "(out overlaps an input, or itself) never runs"
-)
-
 XFAIL = {
     # correctness / grad / out: wrong or failing results
     ("_native_batch_norm_legit", "out", None): OUT_NOT_WRITTEN,
@@ -82,11 +76,7 @@ XFAIL = {
     },
     ("scatter", "errors", None): ERROR_VALUE_DEPENDENT,
     ("scatter_add", "errors", None): ERROR_VALUE_DEPENDENT,
-    **{
-        (op, "errors", None): ERROR_OUT_CHECKS
-        for op in ("bernoulli", "cat", "index_select", "kthvalue", "masked_select", "take")
-    },
-    ("gather", "errors", None): f"{ERROR_OUT_CHECKS}; and {ERROR_VALUE_DEPENDENT}",
+    ("gather", "errors", None): ERROR_VALUE_DEPENDENT,
 }
 
 SKIP = {}

@@ -1,0 +1,96 @@
+"""Writes into memory a call also reads or writes elsewhere, on the lazy device against eager CPU:
+eager's "unsupported operation" errors raised by the op itself (Note [Overlapping writes]), and
+the same results where eager allows the overlap."""
+
+import pytest
+import torch
+
+import lazyfuse
+
+
+def base():
+    return torch.arange(8, dtype=torch.float32) - 3.5
+
+
+def arange(n, x):
+    return torch.arange(n, device=x.device)
+
+
+def long_scalar(x):
+    return torch.empty((), dtype=torch.long, device=x.device)
+
+
+def run(device, fn):
+    """`fn(x)` on a fresh base tensor on `device`: what it raised (or None), and x afterwards."""
+    x = base() if device == "cpu" else base().to("lazy")
+    try:
+        fn(x)
+    except RuntimeError as e:
+        return e, x.cpu()
+    return None, x.cpu()
+
+
+OVERLAPS_EAGER_REFUSES = {
+    "inplace_partial": lambda x: x[1:].add_(x[:-1]),
+    "inplace_partial_scalar_view": lambda x: x.mul_(x[0]),
+    "inplace_transposed_view": lambda x: x.view(2, 4).t().add_(x.view(4, 2)),
+    "inplace_expanded": lambda x: x[:1].expand(8).add_(1),
+    "copy_partial": lambda x: x[1:].copy_(x[:-1]),
+    "setitem_partial": lambda x: x.__setitem__(slice(1, None), x[:-1]),
+    "out_partial": lambda x: torch.add(x[:4], 1, out=x[2:6]),
+    "cat_out_same": lambda x: torch.cat([x, x], out=x),
+    "cat_out_partial": lambda x: torch.cat([x[:2], x[2:4]], out=x[1:5]),
+    "cat_out_expanded": lambda x: torch.cat([x[:2], x[2:4]], out=x[:1].expand(4)),
+    "index_select_out": lambda x: torch.index_select(x, 0, arange(2, x), out=x[:2]),
+    "take_out": lambda x: torch.take(x, arange(3, x), out=x[:3]),
+    "gather_out": lambda x: torch.gather(x, 0, arange(3, x), out=x[1:4]),
+    "masked_select_out": lambda x: torch.masked_select(x, x > 0, out=x),
+    "kthvalue_out": lambda x: torch.kthvalue(x, 2, out=(x, long_scalar(x))),
+    "bernoulli_out_expanded": lambda x: torch.bernoulli(x.sigmoid(), out=x[:1].expand(8)),
+    "foreach_partial": lambda x: torch._foreach_add_([x[1:]], [x[:-1]]),
+}
+
+
+@pytest.mark.parametrize("fn", OVERLAPS_EAGER_REFUSES.values(), ids=OVERLAPS_EAGER_REFUSES.keys())
+def test_overlap_error_at_op(fn):
+    expected, _ = run("cpu", fn)
+    assert expected is not None and str(expected).startswith("unsupported operation")
+    actual, after = run("lazy", fn)
+    assert actual is not None, "lazy did not raise at the op"
+    assert str(actual) == str(expected)
+    torch.testing.assert_close(after, base())  # nothing was written
+
+
+OVERLAPS_EAGER_ALLOWS = {
+    "inplace_same": lambda x: x.add_(x),
+    "out_same_memory": lambda x: torch.mul(x[:4], 2, out=x[:4]),
+    "out_full_view": lambda x: torch.add(x, 1, out=x.view(2, 4).view(8)),
+    "copy_disjoint": lambda x: x[:4].copy_(x[4:]),
+    "inplace_disjoint_views": lambda x: x[:4].add_(x[4:]),
+    "cat_out_disjoint": lambda x: torch.cat([x[:2], x[2:4]], out=x[4:]),
+    "foreach_same_element": lambda x: torch._foreach_mul_([x[:4], x[4:]], [x[:4], x[4:]]),
+}
+
+
+@pytest.mark.parametrize("fn", OVERLAPS_EAGER_ALLOWS.values(), ids=OVERLAPS_EAGER_ALLOWS.keys())
+def test_overlap_allowed_like_eager(fn):
+    expected_error, expected = run("cpu", fn)
+    assert expected_error is None
+    actual_error, actual = run("lazy", fn)
+    assert actual_error is None
+    torch.testing.assert_close(actual, expected)
+
+
+def test_overlap_check_of_a_passing_call_does_not_hide_an_overlapping_one():
+    # The same metadata and aliasing once disjoint, then overlapping: only the second raises.
+    x = base().to("lazy")
+    torch.add(x[:4], 1, out=x[4:])
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        torch.add(x[:4], 1, out=x[2:6])
+    y = base().to("lazy")
+    torch.add(y[:4], 1, out=y[4:])
+    lazyfuse.mark_step()
+    expected = base()
+    torch.add(expected[:4], 1, out=expected[4:])
+    torch.testing.assert_close(y.cpu(), expected)
+
