@@ -209,6 +209,12 @@ PendingWrite pendingWriteOf(const OpTraits& traits, torch::jit::Stack& args) {
 // once per metadata, so a `_foreach_*_` write of lazy tensors is functionalized here: the
 // functional `_foreach_*` over the unwrapped values, then each written tensor replaced by its
 // result, as PyTorch's kernel does after its check.
+// That computes every element from the values before the call. Eager's CPU kernel writes one
+// element after the other (its slow path, the only one on the CPU), so where a written element
+// overlaps a tensor of another element (`_foreach_add_([a, b], [b, a])` adds the new a to b),
+// the call is split into one call per element, in order, each functionalized as above
+// (writeElementByElement; aliasing found as in Note [Overlapping writes]).
+// Pinned by test_out_checks.py::test_foreach_write_*.
 
 /// The functional op of each `_foreach_*_` in-place op whose functional form returns one tensor
 /// per written tensor (`_foreach_add.Scalar` for `_foreach_add_.Scalar`); filled at load,
@@ -291,6 +297,33 @@ void functionalizeForeachWrite(const c10::OperatorHandle& functional, const OpTr
   }
 }
 
+void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                 torch::jit::Stack* stack);
+
+/// Argument `v` of a foreach call of `n` elements, as the call of its element `k` alone takes it.
+/// (The `Tensor scalars` of _foreach_addcmul_.Tensor is a CPU tensor: such calls mix devices and
+/// do not come here.)
+c10::IValue elementArg(const c10::IValue& v, size_t k, size_t n) {
+  if (v.isTensorList()) return c10::List<at::Tensor>({v.toTensorList().get(k)});
+  if (v.isList() && v.toListRef().size() == n) {
+    c10::impl::GenericList one(v.toList().elementType());
+    one.push_back(v.toListRef()[k]);
+    return one;
+  }
+  return v;
+}
+
+/// See Note [Functionalizing foreach writes]: a foreach write, one element after the other.
+void writeElementByElement(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                           const torch::jit::Stack& args) {
+  const size_t n = args[0].toTensorList().size();
+  for (size_t k = 0; k < n; ++k) {
+    torch::jit::Stack element;
+    for (const c10::IValue& arg : args) element.push_back(elementArg(arg, k, n));
+    writeKernel(op, keys, &element);
+  }
+}
+
 /// Kernel on Functionalize of an in-place or out= op that has one of PyTorch's: see Note
 /// [In-place result casts].
 void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
@@ -312,7 +345,11 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (!mixes_devices) checkLikeEager(op, traits, args, key);
   if (const c10::OperatorHandle* functional = foreachFunctional(op)) {
     if (!mixes_devices && allFunctional(args)) {
-      functionalizeForeachWrite(*functional, traits, args);
+      if (aliasing.across_elements && args[0].toTensorList().size() > 1) {
+        writeElementByElement(op, keys, args);
+      } else {
+        functionalizeForeachWrite(*functional, traits, args);
+      }
       stack->erase(stack->end() - num_args, stack->end());
       return;
     }

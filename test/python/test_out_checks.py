@@ -1,6 +1,7 @@
 """Writes into memory a call also reads or writes elsewhere, on the lazy device against eager CPU:
-eager's "unsupported operation" errors raised by the op itself (Note [Overlapping writes]), and
-the same results where eager allows the overlap."""
+eager's "unsupported operation" errors raised by the op itself (Note [Overlapping writes]), the
+same results where eager allows the overlap, and foreach writes whose elements alias each other
+applied in eager's order (Note [Functionalizing foreach writes])."""
 
 import pytest
 import torch
@@ -94,3 +95,40 @@ def test_overlap_check_of_a_passing_call_does_not_hide_an_overlapping_one():
     torch.add(expected[:4], 1, out=expected[4:])
     torch.testing.assert_close(y.cpu(), expected)
 
+
+def pair(seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)
+
+
+FOREACH_ALIASED_WRITES = {
+    "swapped_lists": lambda a, b: torch._foreach_add_([a, b], [b, a]),
+    "same_tensor_twice": lambda a, b: torch._foreach_mul_([a, a, b], 2.0),
+    "one_other_tensor": lambda a, b: torch._foreach_add_([a[0, 0], b], a[0, 0], alpha=2.0),
+    "scalar_list": lambda a, b: torch._foreach_add_([a, b], [b, a], alpha=0.5),
+    "views_of_one_base": lambda a, b: torch._foreach_add_([a[0], a[1]], [a[1], a[0]]),
+    "addcmul_scalar_list": lambda a, b: torch._foreach_addcmul_([a, b], [b, a], [a, a], [1.0, -2.0]),
+    "lerp_scalar_list": lambda a, b: torch._foreach_lerp_([a, b], [b, a], [0.25, 0.75]),
+    "unaliased_control": lambda a, b: torch._foreach_add_([a], [b]),
+}
+
+
+@pytest.mark.parametrize("fn", FOREACH_ALIASED_WRITES.values(), ids=FOREACH_ALIASED_WRITES.keys())
+def test_foreach_write_of_aliased_elements_in_eager_order(fn):
+    a, b = pair(0)
+    fn(a, b)
+    la, lb = (t.to("lazy") for t in pair(0))
+    fn(la, lb)
+    lazyfuse.mark_step()
+    torch.testing.assert_close(la.cpu(), a)
+    torch.testing.assert_close(lb.cpu(), b)
+
+
+def test_foreach_write_of_aliased_elements_raises_eagers_error():
+    a, b = pair(0)
+    with pytest.raises(RuntimeError) as expected:
+        torch._foreach_add_([a, b], [b])
+    la, lb = (t.to("lazy") for t in pair(0))
+    with pytest.raises(RuntimeError) as actual:
+        torch._foreach_add_([la, lb], [lb])
+    assert str(actual.value) == str(expected.value)
