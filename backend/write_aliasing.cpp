@@ -4,7 +4,6 @@
 #include "backend/device.h"
 #include "backend/lazy_tensor.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/List.h>
 #include <ATen/ops/empty.h>
@@ -239,23 +238,6 @@ bool isOverlapError(const c10::Error& e) {
   return std::string_view(e.msg()).rfind("unsupported operation", 0) == 0;
 }
 
-/// The call's arguments for the CPU; false when a random op has no generator argument to give
-/// a generator of its own.
-bool probeArgs(const c10::OperatorHandle& op, const OpTraits& traits,
-               const torch::jit::Stack& args, SharedStandIns& stand_ins, torch::jit::Stack& cpu) {
-  const bool random = op.hasTag(at::Tag::nondeterministic_seeded);
-  bool has_generator = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (random && traits.generator_arg[i]) {
-      cpu.push_back(at::detail::createCPUGenerator(/*seed_val=*/0));
-      has_generator = true;
-      continue;
-    }
-    cpu.push_back(stand_ins.standIn(args[i]));
-  }
-  return !random || has_generator;
-}
-
 }  // namespace
 
 WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& traits,
@@ -286,7 +268,8 @@ void checkOverlapsLikeEager(const c10::OperatorHandle& op, const OpTraits& trait
   key = stand_ins.aliasingKey(key, args);
   if (checkedOverlaps().passed(key)) return;
   torch::jit::Stack cpu;
-  if (!probeArgs(op, traits, args, stand_ins, cpu)) return;
+  for (const c10::IValue& v : args) cpu.push_back(stand_ins.standIn(v));
+  if (!givePrivateGenerators(op, traits, cpu)) return;
   DropWarnings drop;
   c10::WarningUtils::WarningHandlerGuard quiet(&drop);
   try {

@@ -2,6 +2,7 @@
 
 #include "backend/detail/stand_ins.h"
 #include "backend/device.h"
+#include "backend/lax_meta.h"
 #include "backend/lazy_tensor.h"
 #include "backend/recorder.h"
 #include "backend/write_aliasing.h"
@@ -174,6 +175,12 @@ void checkLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
   if (checkedCalls().passed(key)) return;
   DropWarnings drop;
   c10::WarningUtils::WarningHandlerGuard quiet(&drop);
+  checkLaxMetaOnCpu(op, traits, args);  // See Note [Lax meta kernels]
+  if (traits.functional_name.empty()) {
+    // A random op's out= (left out above), or an op that writes arguments other than out= ones
+    // (running stats): PyTorch's functionalization kernel runs it as it is.
+    return checkedCalls().notePassed(key);
+  }
   if (std::exception_ptr error = errorOnMeta(op, args)) {
     // Eager's CPU kernel says what the error is; where it cannot run, the meta kernel's stands.
     if (!raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/false)) std::rethrow_exception(error);
@@ -336,13 +343,11 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const bool mixes_devices = mixesDevices(args);
   const WriteAliasing aliasing = writeAliasingOf(op, traits, args);
   const HashValue key = mixes_devices ? 0 : writeKey(traits, args);
-  if (!mixes_devices) checkOverlapsLikeEager(op, traits, args, aliasing, key);
-  if (traits.functional_name.empty()) {
-    // A random op's out= (Note [In-place result casts] leaves it out), or an op that writes
-    // arguments other than out= ones (running stats): eager's overlap checks only.
-    return functionalize.callBoxed(op, keys, stack);
+  if (!mixes_devices) {
+    checkOverlapsLikeEager(op, traits, args, aliasing, key);  // See Note [Overlapping writes]
+    checkLikeEager(op, traits, args, key);
   }
-  if (!mixes_devices) checkLikeEager(op, traits, args, key);
+  if (traits.functional_name.empty()) return functionalize.callBoxed(op, keys, stack);
   if (const c10::OperatorHandle* functional = foreachFunctional(op)) {
     if (!mixes_devices && allFunctional(args)) {
       if (aliasing.across_elements && args[0].toTensorList().size() > 1) {

@@ -4,11 +4,15 @@
 // arguments, the calls that passed, and a handler that drops the stand-in run's warnings.
 // See Note [In-place result casts] and Note [Overlapping writes].
 
+#include "backend/op_traits.h"
 #include "lazy_ir/hash.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <ATen/core/stack.h>
 #include <c10/core/Device.h>
 #include <c10/util/Exception.h>
 
@@ -39,6 +43,20 @@ c10::IValue standInArg(const c10::IValue& v, c10::Device device, Fn stand_in) {
   }
   if (v.isDevice()) return c10::IValue(device);
   return v;
+}
+
+/// Gives a random op's CPU stand-in call a generator of its own in each Generator? slot, so that it
+/// does not advance the generator eager code draws from. False when a random op has no such slot.
+inline bool givePrivateGenerators(const c10::OperatorHandle& op, const OpTraits& traits,
+                                  torch::jit::Stack& cpu) {
+  if (!op.hasTag(at::Tag::nondeterministic_seeded)) return true;
+  bool given = false;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (!traits.generator_arg[i]) continue;
+    cpu[i] = at::detail::createCPUGenerator(/*seed_val=*/0);
+    given = true;
+  }
+  return given;
 }
 
 /// Keys of calls that passed a check, so that it runs once per key; safe across threads.

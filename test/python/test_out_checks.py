@@ -1,7 +1,9 @@
 """Writes into memory a call also reads or writes elsewhere, on the lazy device against eager CPU:
 eager's "unsupported operation" errors raised by the op itself (Note [Overlapping writes]), the
 same results where eager allows the overlap, and foreach writes whose elements alias each other
-applied in eager's order (Note [Functionalizing foreach writes])."""
+applied in eager's order (Note [Functionalizing foreach writes]). Then the errors of calls whose
+checks PyTorch's meta kernels miss, raised at the op as eager raises them (Note [Lax meta
+kernels])."""
 
 import pytest
 import torch
@@ -132,3 +134,87 @@ def test_foreach_write_of_aliased_elements_raises_eagers_error():
     with pytest.raises(RuntimeError) as actual:
         torch._foreach_add_([la, lb], [lb])
     assert str(actual.value) == str(expected.value)
+
+
+def lazy_args(args):
+    return [a.to("lazy") if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def ones(*shape, dtype=torch.float32):
+    return torch.ones(shape, dtype=dtype)
+
+
+CHECKS_META_KERNELS_MISS = {
+    "conv1d_negative_dilation": (torch.nn.functional.conv1d, (ones(1, 1, 4), ones(1, 1, 2)),
+                                 {"dilation": (-1,)}),
+    "conv3d_negative_padding": (torch.nn.functional.conv3d, (ones(1, 1, 4, 4, 4), ones(1, 1, 2, 2, 2)),
+                                {"padding": (-1,)}),
+    "avg_pool3d_zero_divisor": (torch.nn.functional.avg_pool3d, (ones(3, 3, 3, 3), (2, 2, 2)),
+                                {"divisor_override": 0}),
+    "bucketize_2d_boundaries": (torch.bucketize, (ones(5, 5), ones(5, 5)), {}),
+    "complex_mixed_dtypes": (torch.complex, (ones(3), ones(3, dtype=torch.float64)), {}),
+    "complex_out_dtype": (torch.complex, (ones(3), ones(3)),
+                          {"out": torch.empty(3, dtype=torch.complex128)}),
+    "index_add_source_shape": (torch.index_add, (ones(3, 2), 0, torch.tensor([0, 1]), ones(2)), {}),
+    "index_select_out_dtype": (torch.index_select, (ones(3), 0, torch.tensor([0])),
+                               {"out": torch.empty(1, dtype=torch.float64)}),
+    "masked_scatter_uint8_mask": (torch.masked_scatter, (ones(3), ones(3, dtype=torch.uint8), ones(3)),
+                                  {}),
+    "as_strided_scatter_beyond_storage": (torch.as_strided_scatter, (ones(4, 4), ones(2, 2), (2, 2),
+                                                                     (200, 200)), {}),
+    "multinomial_3d": (torch.multinomial, (ones(1, 2, 3), 2), {}),
+    "multinomial_out_dtype": (torch.multinomial, (ones(3), 2),
+                              {"out": torch.empty(2, dtype=torch.float64)}),
+}
+
+
+@pytest.mark.parametrize("case", CHECKS_META_KERNELS_MISS.values(), ids=CHECKS_META_KERNELS_MISS.keys())
+def test_lax_meta_error_at_op(case):
+    fn, args, kwargs = case
+    with pytest.raises(Exception) as expected:
+        fn(*args, **kwargs)
+    lazy_kwargs = {k: v.to("lazy") if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    with pytest.raises(Exception) as actual:
+        fn(*lazy_args(args), **lazy_kwargs)  # at the op: nothing syncs here
+    assert type(actual.value) is type(expected.value)
+    assert str(actual.value) == str(expected.value)
+
+
+def data(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+VALID_CALLS_OF_LAX_META_OPS = {
+    "conv2d_groups_padding_same": lambda x: torch.nn.functional.conv2d(
+        x, data(4, 1, 3, 3, seed=1).to(x.device), groups=4, padding="same"),
+    "conv_transpose2d_stride": lambda x: torch.nn.functional.conv_transpose2d(
+        x, data(4, 2, 3, 3, seed=1).to(x.device), stride=2, dilation=2),
+    "avg_pool3d_divisor": lambda x: torch.nn.functional.avg_pool3d(x, 2, divisor_override=3),
+    "bucketize": lambda x: torch.bucketize(x, torch.linspace(-1, 1, 5, device=x.device)),
+    "complex": lambda x: torch.complex(x, x * 2),
+    "index_add": lambda x: x.index_add(1, torch.tensor([0, 2], device=x.device), x[:, :2], alpha=2),
+    "index_select_out": lambda x: torch.index_select(
+        x, 1, torch.tensor([3, 0], device=x.device), out=torch.empty(0, device=x.device)),
+    "masked_scatter": lambda x: x.masked_scatter(x > 0, x * 10),
+    "as_strided_scatter": lambda x: torch.as_strided_scatter(
+        x.flatten(), torch.zeros(2, 2, device=x.device), (2, 2), (3, 1), 4),
+}
+
+
+@pytest.mark.parametrize("fn", VALID_CALLS_OF_LAX_META_OPS.values(),
+                         ids=VALID_CALLS_OF_LAX_META_OPS.keys())
+def test_lax_meta_checks_pass_valid_calls(fn):
+    x = data(1, 4, 6, 6)
+    expected = fn(x)
+    actual = fn(x.to("lazy"))
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+def test_lax_meta_check_of_a_random_op_draws_nothing_eager_would_see():
+    probs = torch.rand(4, 5).to("lazy")
+    lazyfuse.mark_step()
+    torch.manual_seed(0)
+    torch.multinomial(probs, 2)  # checked on the CPU, not run: nothing syncs
+    after = torch.rand(3)
+    torch.manual_seed(0)
+    torch.testing.assert_close(after, torch.rand(3))
