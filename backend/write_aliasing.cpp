@@ -10,6 +10,7 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -58,6 +59,9 @@ struct Extent {
   bool written = false;
 };
 
+/// A call's extents: a few, except for foreach calls.
+using Extents = c10::SmallVector<Extent, 8>;
+
 /// Calls `fn(tensor, element)` on each tensor of `v`, with its index in a list or -1.
 template <typename Fn>
 void forEachElement(const c10::IValue& v, Fn fn) {
@@ -97,9 +101,9 @@ bool overlapsItself(const at::Tensor& t) {
 /// The extents of the call's functional lazy tensors (an empty one's is empty); sets `any` when a
 /// written one overlaps itself. An out= tensor's reaches to the end of its storage: the op may
 /// resize it before it checks (gather(x, 0, i[1:], out=i[:1]) overlaps once out has 2 elements).
-std::vector<Extent> extentsOf(const c10::OperatorHandle& op, const OpTraits& traits,
+Extents extentsOf(const c10::OperatorHandle& op, const OpTraits& traits,
                               const torch::jit::Stack& args, WriteAliasing& aliasing) {
-  std::vector<Extent> extents;
+  Extents extents;
   const std::vector<c10::Argument>& schema_args = op.schema().arguments();
   for (size_t i = 0; i < args.size(); ++i) {
     const bool out = schema_args[i].is_out();
@@ -127,9 +131,8 @@ void notePair(const Extent& a, const Extent& b, WriteAliasing& aliasing) {
 /// Compares the extents of one storage, sorted by begin and tensor: each with those that start
 /// before it ends (few, unless much overlaps), and with the same tensor in another slot, which
 /// eager finds the same even when it is empty (an out= it resizes first: cat((x, y), out=x)).
-void sweepStorage(std::vector<Extent>::const_iterator first,
-                  std::vector<Extent>::const_iterator last, WriteAliasing& aliasing) {
-  std::vector<const Extent*> open;
+void sweepStorage(const Extent* first, const Extent* last, WriteAliasing& aliasing) {
+  c10::SmallVector<const Extent*, 8> open;
   for (auto it = first; it != last; ++it) {
     const Extent& e = *it;
     if (it != first && std::prev(it)->impl == e.impl) notePair(*std::prev(it), e, aliasing);
@@ -243,7 +246,7 @@ bool isOverlapError(const c10::Error& e) {
 WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& traits,
                               const torch::jit::Stack& args) {
   WriteAliasing aliasing;
-  std::vector<Extent> extents = extentsOf(op, traits, args, aliasing);
+  Extents extents = extentsOf(op, traits, args, aliasing);
   if (extents.size() < 2) return aliasing;
   std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
     if (a.storage != b.storage) return std::less<>()(a.storage, b.storage);

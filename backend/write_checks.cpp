@@ -17,10 +17,8 @@
 
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 namespace lazyfuse {
@@ -177,8 +175,8 @@ void checkLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
   c10::WarningUtils::WarningHandlerGuard quiet(&drop);
   checkLaxMetaOnCpu(op, traits, args);  // See Note [Lax meta kernels]
   if (traits.functional_name.empty()) {
-    // A random op's out= (left out above), or an op that writes arguments other than out= ones
-    // (running stats): PyTorch's functionalization kernel runs it as it is.
+    // A random op's out= (the Note leaves it out), or an op that writes arguments other than
+    // out= ones (running stats): PyTorch's functionalization kernel runs it as it is.
     return checkedCalls().notePassed(key);
   }
   if (std::exception_ptr error = errorOnMeta(op, args)) {
