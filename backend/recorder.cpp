@@ -2,6 +2,7 @@
 
 #include "backend/aux_outputs.h"
 #include "backend/device.h"
+#include "backend/lax_meta.h"
 #include "backend/lazy_tensor.h"
 #include "backend/metrics.h"
 #include "backend/op_traits.h"
@@ -321,10 +322,12 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
   } catch (const c10::NotImplementedError&) {
     return nullptr;
   } catch (const std::exception&) {  // a c10::Error, or a Python meta kernel's exception
+    checkLaxMetaOnCpu(op, traits, args);  // See Note [Lax meta kernels]
     raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/false);
     throw;
   }
   metrics::meta_cache_miss.add();
+  checkLaxMetaOnCpu(op, traits, args);
   if (traits.probes_on_cpu) raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/true);
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, attrs);

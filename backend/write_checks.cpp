@@ -1,8 +1,11 @@
 #include "backend/write_checks.h"
 
+#include "backend/detail/stand_ins.h"
 #include "backend/device.h"
+#include "backend/lax_meta.h"
 #include "backend/lazy_tensor.h"
 #include "backend/recorder.h"
+#include "backend/write_aliasing.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
@@ -14,10 +17,8 @@
 
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 namespace lazyfuse {
@@ -37,6 +38,8 @@ namespace {
 // [Functionalizing copy_ across devices]). Functionalize is the one key every lazy tensor carries
 // that runs in every mode: autograd keys are skipped under InferenceMode and absent from tensors
 // made there. For a write into a lazy tensor, ours
+//  0. where a written tensor may overlap another tensor of the call or itself, runs eager's
+//     overlap checks (Note [Overlapping writes]; also for the ops left out below);
 //  1. runs the op itself on Meta, and when that raises, on the CPU on stand-ins (as Note [Eager's
 //     errors] does) for eager's exception and message; on a pass, an op whose CPU checks do not
 //     depend on sizes (OpTraits::probes_on_cpu) on one-element stand-ins, for the dtype checks
@@ -79,22 +82,10 @@ FunctionalizeKernels& functionalizeKernels() {
 }
 
 /// Calls which passed the checks, by writeKey.
-struct CheckedCalls {
-  std::mutex mutex;
-  std::unordered_set<HashValue> passed;
-};
-
 CheckedCalls& checkedCalls() {
   static CheckedCalls* instance = new CheckedCalls();
   return *instance;
 }
-
-/// Drops the warnings of a check run (an out= of another size warns that it is resized; the
-/// functional op and the copy into out warn as eager does, or not, on their own).
-class DropWarnings final : public c10::WarningHandler {
- public:
-  void process(const c10::Warning&) override {}
-};
 
 bool writesLazy(const OpTraits& traits, const torch::jit::Stack& args) {
   bool lazy = false;
@@ -158,29 +149,10 @@ at::Tensor metaStandIn(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
-c10::IValue metaArg(const c10::IValue& v) {
-  if (v.isTensor()) return metaStandIn(v.toTensor());
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> list;
-    for (const at::Tensor& t : v.toTensorList()) list.push_back(metaStandIn(t));
-    return list;
-  }
-  if (v.isList() && v.toListRef().size() > 0 && v.toListRef()[0].isTensor()) {
-    c10::List<std::optional<at::Tensor>> list;
-    for (const c10::IValue& e : v.toListRef()) {
-      list.push_back(e.isTensor() ? std::optional<at::Tensor>(metaStandIn(e.toTensor()))
-                                  : std::nullopt);
-    }
-    return list;
-  }
-  if (v.isDevice()) return c10::IValue(c10::Device(c10::kMeta));
-  return v;
-}
-
 /// Runs `op` on Meta stand-ins of `args`; the exception it raised, or null.
 std::exception_ptr errorOnMeta(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
   torch::jit::Stack meta;
-  for (const c10::IValue& v : args) meta.push_back(metaArg(v));
+  for (const c10::IValue& v : args) meta.push_back(standInArg(v, c10::kMeta, metaStandIn));
   c10::impl::ExcludeDispatchKeyGuard no_autograd(
       c10::autograd_dispatch_keyset_with_ADInplaceOrView);
   c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
@@ -197,23 +169,23 @@ std::exception_ptr errorOnMeta(const c10::OperatorHandle& op, const torch::jit::
 /// Raises eager's error for a call that writes lazy tensors, step 1 of Note [In-place result
 /// casts].
 void checkLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
-                    const torch::jit::Stack& args) {
-  const HashValue key = writeKey(traits, args);
-  CheckedCalls& checked = checkedCalls();
-  {
-    std::lock_guard<std::mutex> lock(checked.mutex);
-    if (checked.passed.count(key) > 0) return;
-  }
+                    const torch::jit::Stack& args, HashValue key) {
+  if (checkedCalls().passed(key)) return;
   DropWarnings drop;
   c10::WarningUtils::WarningHandlerGuard quiet(&drop);
+  checkLaxMetaOnCpu(op, traits, args);  // See Note [Lax meta kernels]
+  if (traits.functional_name.empty()) {
+    // A random op's out= (the Note leaves it out), or an op that writes arguments other than
+    // out= ones (running stats): PyTorch's functionalization kernel runs it as it is.
+    return checkedCalls().notePassed(key);
+  }
   if (std::exception_ptr error = errorOnMeta(op, args)) {
     // Eager's CPU kernel says what the error is; where it cannot run, the meta kernel's stands.
     if (!raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/false)) std::rethrow_exception(error);
   } else if (traits.probes_on_cpu) {
     raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/true);
   }
-  std::lock_guard<std::mutex> lock(checked.mutex);
-  checked.passed.insert(key);
+  checkedCalls().notePassed(key);
 }
 
 PendingWrite pendingWriteOf(const OpTraits& traits, torch::jit::Stack& args) {
@@ -242,6 +214,12 @@ PendingWrite pendingWriteOf(const OpTraits& traits, torch::jit::Stack& args) {
 // once per metadata, so a `_foreach_*_` write of lazy tensors is functionalized here: the
 // functional `_foreach_*` over the unwrapped values, then each written tensor replaced by its
 // result, as PyTorch's kernel does after its check.
+// That computes every element from the values before the call. Eager's CPU kernel writes one
+// element after the other (its slow path, the only one on the CPU), so where a written element
+// overlaps a tensor of another element (`_foreach_add_([a, b], [b, a])` adds the new a to b),
+// the call is split into one call per element, in order, each functionalized as above
+// (writeElementByElement; aliasing found as in Note [Overlapping writes]).
+// Pinned by test_out_checks.py::test_foreach_write_*.
 
 /// The functional op of each `_foreach_*_` in-place op whose functional form returns one tensor
 /// per written tensor (`_foreach_add.Scalar` for `_foreach_add_.Scalar`); filled at load,
@@ -324,6 +302,33 @@ void functionalizeForeachWrite(const c10::OperatorHandle& functional, const OpTr
   }
 }
 
+void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                 torch::jit::Stack* stack);
+
+/// Argument `v` of a foreach call of `n` elements, as the call of its element `k` alone takes it.
+/// (The `Tensor scalars` of _foreach_addcmul_.Tensor is a CPU tensor: such calls mix devices and
+/// do not come here.)
+c10::IValue elementArg(const c10::IValue& v, size_t k, size_t n) {
+  if (v.isTensorList()) return c10::List<at::Tensor>({v.toTensorList().get(k)});
+  if (v.isList() && v.toListRef().size() == n) {
+    c10::impl::GenericList one(v.toList().elementType());
+    one.push_back(v.toListRef()[k]);
+    return one;
+  }
+  return v;
+}
+
+/// See Note [Functionalizing foreach writes]: a foreach write, one element after the other.
+void writeElementByElement(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                           const torch::jit::Stack& args) {
+  const size_t n = args[0].toTensorList().size();
+  for (size_t k = 0; k < n; ++k) {
+    torch::jit::Stack element;
+    for (const c10::IValue& arg : args) element.push_back(elementArg(arg, k, n));
+    writeKernel(op, keys, &element);
+  }
+}
+
 /// Kernel on Functionalize of an in-place or out= op that has one of PyTorch's: see Note
 /// [In-place result casts].
 void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
@@ -333,10 +338,21 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const size_t num_args = traits.written.size();
   torch::jit::Stack args(stack->end() - num_args, stack->end());
   if (!writesLazy(traits, args)) return functionalize.callBoxed(op, keys, stack);
-  if (!mixesDevices(args)) checkLikeEager(op, traits, args);
+  const bool mixes_devices = mixesDevices(args);
+  const WriteAliasing aliasing = writeAliasingOf(op, traits, args);
+  const HashValue key = mixes_devices ? 0 : writeKey(traits, args);
+  if (!mixes_devices) {
+    checkOverlapsLikeEager(op, traits, args, aliasing, key);  // See Note [Overlapping writes]
+    checkLikeEager(op, traits, args, key);
+  }
+  if (traits.functional_name.empty()) return functionalize.callBoxed(op, keys, stack);
   if (const c10::OperatorHandle* functional = foreachFunctional(op)) {
-    if (!mixesDevices(args) && allFunctional(args)) {
-      functionalizeForeachWrite(*functional, traits, args);
+    if (!mixes_devices && allFunctional(args)) {
+      if (aliasing.across_elements && args[0].toTensorList().size() > 1) {
+        writeElementByElement(op, keys, args);
+      } else {
+        functionalizeForeachWrite(*functional, traits, args);
+      }
       stack->erase(stack->end() - num_args, stack->end());
       return;
     }
@@ -402,7 +418,6 @@ bool registerWriteKernel(const c10::OperatorHandle& op, torch::Library& function
   const OpTraits& traits = traitsOf(op);
   if (!writesAnArgument(traits)) return false;
   if (!op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) return false;
-  if (traits.functional_name.empty()) return false;
   functionalizeKernels().emplace(
       &op.schema(), op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
   if (std::optional<c10::OperatorHandle> functional = findForeachFunctional(op)) {

@@ -35,9 +35,10 @@ void checkWrittenCasts(const PendingWrite& write, const AtenCallAttrs& attrs);
 void keepWrittenGeometry(const PendingWrite& write, const torch::jit::Stack& stack,
                          size_t num_results);
 
-/// Registers a kernel on `functionalize_lib` (aten, Functionalize) for `op` when it is an in-place
-/// or out= op with a functionalization kernel: one that checks the call as eager would before
-/// handing it to that kernel. Returns whether it registered one.
+/// Registers a kernel on `functionalize_lib` (aten, Functionalize) for `op` when it writes an
+/// argument (an in-place or out= op, or running stats) and has a functionalization kernel: one
+/// that checks the call as eager would before handing it to that kernel. Returns whether it
+/// registered one.
 bool registerWriteKernel(const c10::OperatorHandle& op, torch::Library& functionalize_lib);
 
 }  // namespace lazyfuse

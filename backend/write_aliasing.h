@@ -1,0 +1,35 @@
+#pragma once
+
+// Where the tensors an in-place or out= call writes share memory with the call's other tensors,
+// and eager's checks of that. See Note [Overlapping writes].
+
+#include "backend/op_traits.h"
+#include "lazy_ir/hash.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace lazyfuse {
+
+/// How the lazy tensors a call writes may share memory with its other tensors.
+struct WriteAliasing {
+  /// A written tensor may overlap a tensor in another argument slot, or itself (a zero stride).
+  bool any = false;
+  /// A written element of a tensor list may overlap a tensor of another element (another index
+  /// of a list, or a tensor argument that is not in a list): a foreach op's order matters.
+  bool across_elements = false;
+};
+
+/// Finds the shared memory of a call's functional lazy tensors from their storages, sizes,
+/// strides and storage offsets, as eager's byte ranges would. Cheap when nothing is shared.
+WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& traits,
+                              const torch::jit::Stack& args);
+
+/// For a call whose written tensors may overlap (`aliasing.any`), raises eager's "unsupported
+/// operation" error when eager refuses the overlap. `key` is the call's metadata without its
+/// aliasing; a call that passes is remembered under it and its aliasing, and not checked again.
+void checkOverlapsLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
+                            const torch::jit::Stack& args, const WriteAliasing& aliasing,
+                            HashValue key);
+
+}  // namespace lazyfuse
