@@ -456,8 +456,8 @@ def test_dtype_error_at_op(inputs, op):
 # ---- index errors --------------------------------------------------------------------------
 
 INDEX_VALUE_CHECK = pytest.mark.xfail(
-    reason="library bug: out-of-range values in an index tensor are only found when the graph "
-    "runs, at sync", strict=True)
+    reason="design: a check on tensor values (an index out of range, an integer division by "
+    "zero) runs in the kernel, which a lazy op does not run: it raises at the sync", strict=True)
 
 INDEX_ERRORS = {
     "int": ([data(5)], lambda a: a[10]),
