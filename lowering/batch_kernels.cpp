@@ -272,12 +272,12 @@ void splitKernels(ExecutionPlan& plan) {
 /// takes them (ties: the lowest), then the next, until no level would take two. An optimizer
 /// step whose bias gradients come from a reduction kernel of the same run would otherwise
 /// launch its updates in two batches, before and after that reduction.
-void gatherBatchLevels(const ExecutionPlan& plan, size_t begin, const std::vector<int>& latest,
-                       std::vector<int>& level) {
+void gatherBatchLevels(const std::vector<std::string>& keys, const std::vector<int>& latest,
+                       int top, std::vector<int>& level) {
   std::map<std::string, std::vector<size_t>> by_key;
   std::vector<std::string> order;
   for (size_t i = 0; i < level.size(); ++i) {
-    const std::string key = batchKey(plan.kernels.at(plan.steps[begin + i].kernel).kernel);
+    const std::string& key = keys[i];
     if (key.empty() || isOnePointKey(key)) continue;
     if (by_key[key].empty()) order.push_back(key);
     by_key[key].push_back(i);
@@ -285,19 +285,13 @@ void gatherBatchLevels(const ExecutionPlan& plan, size_t begin, const std::vecto
   for (const std::string& key : order) {
     std::vector<size_t> left = by_key[key];
     while (left.size() > 1) {
-      int best = -1;
-      size_t best_count = 1;
+      // Kernels of `left` that may run at each level; the first level with the most takes them.
+      std::vector<size_t> fits(static_cast<size_t>(top) + 1);
       for (size_t i : left) {
-        for (int l = level[i]; l <= latest[i]; ++l) {
-          const auto count = static_cast<size_t>(std::count_if(left.begin(), left.end(),
-              [&](size_t j) { return level[j] <= l && l <= latest[j]; }));
-          if (count > best_count || (count == best_count && best >= 0 && l < best)) {
-            best = l;
-            best_count = count;
-          }
-        }
+        for (int l = level[i]; l <= latest[i]; ++l) ++fits[l];
       }
-      if (best < 0) break;
+      const int best = static_cast<int>(std::max_element(fits.begin(), fits.end()) - fits.begin());
+      if (fits[best] < 2) break;
       std::vector<size_t> rest;
       for (size_t i : left) {
         if (level[i] <= best && best <= latest[i]) {
@@ -337,7 +331,11 @@ bool batchRun(ExecutionPlan& plan, size_t begin, size_t end, std::vector<PlanSte
   for (size_t r = 0; r < reads_from.size(); r += 2) {
     latest[reads_from[r + 1]] = std::min(latest[reads_from[r + 1]], level[reads_from[r]] - 1);
   }
-  gatherBatchLevels(plan, begin, latest, level);
+  std::vector<std::string> keys;
+  for (size_t s = begin; s < end; ++s) {
+    keys.push_back(batchKey(plan.kernels[plan.steps[s].kernel].kernel));
+  }
+  gatherBatchLevels(keys, latest, top, level);
   bool batched = false;
   for (int l = 0; l <= top; ++l) {
     // Units of this level in order of first appearance: a lone kernel or a batch's members.
@@ -349,7 +347,7 @@ bool batchRun(ExecutionPlan& plan, size_t begin, size_t end, std::vector<PlanSte
       for (size_t s = begin; s < end; ++s) {
         if (level[s - begin] != l) continue;
         const int32_t kernel = plan.steps[s].kernel;
-        const std::string key = batchKey(plan.kernels[kernel].kernel);
+        const std::string& key = keys[s - begin];
         if (!key.empty() && isOnePointKey(key) != one_point) continue;
         if (key.empty() && one_point) continue;
         auto it = key.empty() ? unit_of_key.end() : unit_of_key.find(key);

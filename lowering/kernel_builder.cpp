@@ -51,6 +51,11 @@ int32_t KernelBuilder::addParam(bool floating) {
   return static_cast<int32_t>(kernel_.params.size() - 1);
 }
 
+KValue KernelBuilder::newParam(c10::ScalarType dtype) {
+  const bool floating = c10::isFloatingType(dtype);
+  return param(addParam(floating), floating ? c10::ScalarType::Double : c10::ScalarType::Long);
+}
+
 int32_t KernelBuilder::scopeFor(const KInstr& instr) const {
   if (scope_ < 0) return -1;
   if (instr.index && ixUsesRVar(instr.index)) return scope_;

@@ -35,6 +35,8 @@ class KernelBuilder {
   KValue load(int32_t buffer, IxPtr offset);
   KValue constant(double value, c10::ScalarType dtype);
   KValue param(int32_t slot, c10::ScalarType dtype);
+  /// A new parameter of `dtype`'s kind (double when floating, else int64), read as that.
+  KValue newParam(c10::ScalarType dtype);
   KValue index(IxPtr ix);
   /// A function of Note [Kernel functions]; arguments are cast to `dtype` first (comparisons
   /// and predicates compute in `dtype` and return Bool).

@@ -86,9 +86,7 @@ class ReadProbe final : public LoopContext {
   }
 
   KValue param(int32_t, int32_t, c10::ScalarType dtype, int32_t) override {
-    const bool floating = c10::isFloatingType(dtype);
-    return builder_.param(builder_.addParam(floating),
-                          floating ? c10::ScalarType::Double : c10::ScalarType::Long);
+    return builder_.newParam(dtype);
   }
 
   std::vector<std::pair<LoopId, bool>> takeReads() { return std::move(reads_); }

@@ -38,7 +38,8 @@ struct RootRead {
 /// value it read (a view, or a conversion to its own dtype) is looked through.
 class RenameProbe final : public LoopContext {
  public:
-  RenameProbe(const Partition& p, std::vector<int64_t> domain) : p_(p), builder_(std::move(domain)) {}
+  RenameProbe(const Partition& p, std::vector<int64_t> domain)
+      : p_(p), builder_(std::move(domain)) {}
 
   KernelBuilder& ops() override { return builder_; }
 
@@ -58,9 +59,7 @@ class RenameProbe final : public LoopContext {
   }
 
   KValue param(int32_t, int32_t, c10::ScalarType dtype, int32_t) override {
-    const bool floating = c10::isFloatingType(dtype);
-    return builder_.param(builder_.addParam(floating),
-                          floating ? c10::ScalarType::Double : c10::ScalarType::Long);
+    return builder_.newParam(dtype);
   }
 
   const std::vector<RootRead>& reads() const { return reads_; }
@@ -85,17 +84,13 @@ bool addAffine(const IxPtr& ix, int64_t scale, std::vector<int64_t>& coeffs, int
     case IxOp::kAdd:
       return addAffine(ix->a, scale, coeffs, constant) && addAffine(ix->b, scale, coeffs, constant);
     case IxOp::kMul:
-      if (ix->b->op == IxOp::kConst) return addAffine(ix->a, scale * ix->b->value, coeffs, constant);
-      if (ix->a->op == IxOp::kConst) return addAffine(ix->b, scale * ix->a->value, coeffs, constant);
+      if (ix->b->op == IxOp::kConst)
+        return addAffine(ix->a, scale * ix->b->value, coeffs, constant);
+      if (ix->a->op == IxOp::kConst)
+        return addAffine(ix->b, scale * ix->a->value, coeffs, constant);
       return false;
     default: return false;
   }
-}
-
-int64_t numel(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
 }
 
 }  // namespace
@@ -110,16 +105,16 @@ std::optional<StridedView> stridedViewOf(const Graph& graph, const Partition& p,
   const RootRead& read = probe.reads().front();
   const LoopNode& root = p.loops[read.id];
   if (read.id == id || !p.ref_of[read.id] || root.dtype != node.dtype) return std::nullopt;
-  // Writing a computed root in full must not cost more than writing the view (a slice of it).
-  if (root.kind == LoopNode::kCompute && numel(root.sizes) > numel(node.sizes)) return std::nullopt;
   const NodeRef source = *p.ref_of[read.id];
   const TensorMeta& root_meta = graph.nodes()[source.position]->outputMeta(source.index);
+  const TensorMeta& meta = graph.nodes()[value.position]->outputMeta(value.index);
+  // Writing a computed root in full must not cost more than writing the view (a slice of it).
+  if (root.kind == LoopNode::kCompute && root_meta.numel() > meta.numel()) return std::nullopt;
   std::vector<int64_t> strides(node.sizes.size(), 0);
   int64_t offset = 0;
   if (!addAffine(ixOffset(read.index, root_meta.strides), 1, strides, offset) || offset < 0) {
     return std::nullopt;
   }
-  const TensorMeta& meta = graph.nodes()[value.position]->outputMeta(value.index);
   for (size_t d = 0; d < strides.size(); ++d) {
     if (node.sizes[d] == 1) strides[d] = meta.strides[d];  // never stepped along: any stride
     if (strides[d] < 0) return std::nullopt;
