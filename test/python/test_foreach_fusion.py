@@ -150,3 +150,71 @@ def test_foreach_write_errors_are_eagers(make):
         make(lazy_xs, to_lazy(ys))
     # The failed write leaves the tensors as they were.
     torch.testing.assert_close([x.cpu() for x in lazy_xs], xs)
+
+
+PACKED = {
+    "addcdiv": (torch._foreach_addcdiv, torch._foreach_addcdiv_),
+    "addcmul": (torch._foreach_addcmul, torch._foreach_addcmul_),
+}
+
+
+def packed_operands():
+    return tensors(), tensors(seed=1), [t.abs() + 1 for t in tensors(seed=2)]
+
+
+@pytest.mark.parametrize("scalars", [[0.5, -2.0, 3.0], [2, -1, 3], [True, False, True]],
+                         ids=["float", "int", "bool"])
+@pytest.mark.parametrize("name", sorted(PACKED))
+def test_foreach_packed_scalars_like_eager(name, scalars):
+    out_of_place, in_place = PACKED[name]
+    xs, t1, t2 = packed_operands()
+    packed = torch.tensor(scalars)  # stays on the CPU, as eager wants it
+    expected = out_of_place(xs, t1, t2, packed)
+    got = out_of_place(*to_lazy([xs, t1, t2]), packed)
+    torch.testing.assert_close([g.cpu() for g in got], expected)
+
+    lazy_xs = to_lazy([x.clone() for x in xs])
+    in_place(lazy_xs, *to_lazy([t1, t2]), packed)
+    torch.testing.assert_close([x.cpu() for x in lazy_xs], expected)
+
+    outs = to_lazy([torch.empty_like(x) for x in xs])
+    getattr(torch.ops.aten, f"_foreach_{name}").Tensor_out(*to_lazy([xs, t1, t2]), packed,
+                                                            out=outs)
+    torch.testing.assert_close([o.cpu() for o in outs], expected)
+
+
+def test_foreach_packed_scalars_are_parameters():
+    xs, t1, t2 = packed_operands()
+    lazy = to_lazy([xs, t1, t2])
+    for values in ([0.5, -2.0, 3.0], [1.5, 4.0, -1.0]):
+        lazyfuse.mark_step()
+        before = lazyfuse.metrics().get("UncachedCompile", 0)
+        got = torch._foreach_addcdiv(*lazy, torch.tensor(values))
+        expected = torch._foreach_addcdiv(xs, t1, t2, torch.tensor(values))
+        torch.testing.assert_close([g.cpu() for g in got], expected)
+    assert lazyfuse.metrics().get("UncachedCompile", 0) == before  # new values compiled nothing
+
+
+@pytest.mark.parametrize("make", [
+    lambda xs, t1, t2: (xs, t1, t2, torch.tensor(0.5)),
+    lambda xs, t1, t2: (xs, t1, t2, torch.tensor([0.5, 1.0])),
+    lambda xs, t1, t2: (xs, t1, t2, torch.tensor([[0, 1], [2, 3], [4, 5]])[:, 1]),
+    lambda xs, t1, t2: ([], [], [], torch.tensor([0.5])),
+    lambda xs, t1, t2: (xs, t1[:2], t2, torch.tensor([0.5, 1.0, 2.0])),
+], ids=["zero_dim", "length", "non_contiguous", "empty_lists", "list_lengths"])
+@pytest.mark.parametrize("name", sorted(PACKED))
+def test_foreach_packed_scalars_errors_are_eagers(name, make):
+    for op in PACKED[name]:
+        with pytest.raises(RuntimeError) as eager:
+            op(*make(*packed_operands()))
+        xs, t1, t2 = packed_operands()
+        with pytest.raises(RuntimeError) as lazy:
+            op(*make(*to_lazy([xs, t1, t2])))
+        assert str(lazy.value).splitlines()[0] == str(eager.value).splitlines()[0]
+
+
+def test_foreach_packed_scalars_must_be_on_the_cpu_as_in_eager():
+    xs, t1, t2 = to_lazy(packed_operands())
+    for op in PACKED["addcdiv"]:
+        with pytest.raises(RuntimeError, match="Expected scalars to be on CPU, got lazy:0 instead"):
+            op(xs, t1, t2, torch.tensor([0.5, 1.0, 2.0]).to("lazy"))
