@@ -1,7 +1,7 @@
 // Registers lazyfuse's kernels with the dispatcher when the library loads.
 #include "backend/logging.h"
+#include "backend/host_scalars.h"
 #include "backend/op_traits.h"
-#include "backend/packed_scalars.h"
 #include "backend/recorder.h"
 #include "backend/transfers.h"
 #include "backend/write_checks.h"
@@ -94,7 +94,7 @@ void registerDynamicKernels() {
   // [Functionalizing polygamma_].
   functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));
   functionalize_lib->impl("polygamma_", TORCH_FN(functionalizePolygamma));
-  registerPackedScalarKernels(*lazy_lib, *functionalize_lib);  // Note [Packed scalars]
+  registerHostScalarKernels(*lazy_lib, *functionalize_lib);
   // See Note [set_data across InferenceMode]; on Functionalize before the loop below would give
   // it decomposeKernel there.
   functionalize_lib->impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));

@@ -26,10 +26,6 @@ AS_STRIDED_OF_VIEW = (
     "starts a chain of its own"
 )
 SPARSE = "design: lazy tensors are strided only; a sparse tensor cannot move to lazy or be made there"
-MASKED_FILL_VALUE = (
-    "PyTorch's meta kernel refuses a complex value tensor for an integer self by its dtype, with "
-    "another message; eager checks the value itself (1+0j passes), which a lazy op does not read"
-)
 ERROR_VALUE_DEPENDENT = (
     "design: the check depends on tensor values (an index out of bounds), which a lazy op does "
     "not read; it raises at the sync"
@@ -45,7 +41,6 @@ XFAIL = {
     ("sparse.sampled_addmm", "out", None): SPARSE,
     ("to_sparse", "correctness", None): SPARSE,
     # errors
-    ("masked_fill", "errors", None): MASKED_FILL_VALUE,
     ("scatter", "errors", None): ERROR_VALUE_DEPENDENT,
     ("scatter_add", "errors", None): ERROR_VALUE_DEPENDENT,
     ("gather", "errors", None): ERROR_VALUE_DEPENDENT,

@@ -1,5 +1,7 @@
 """Ops recorded on the lazy device give eager CPU's results."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -482,3 +484,24 @@ def test_shape_change_compiles_new_graph(counters):
     base = counters()
     (x[:4] * 5).cpu()
     assert counters()["UncachedCompile"] == base["UncachedCompile"] + 1
+
+
+@pytest.mark.parametrize("value", [1 + 0j, 2.5 + 0j, 1 + 2j, "tensor", "lazy tensor"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.bool, torch.complex64])
+@pytest.mark.parametrize("in_place", [False, True], ids=["masked_fill", "masked_fill_"])
+def test_masked_fill_complex_value_like_eager(in_place, dtype, value):
+    """A complex value fills a real tensor when its imaginary part is 0, as in eager (Note
+    [Complex fill values]); otherwise the error is eager's."""
+    x, mask = torch.zeros(2, 3, dtype=dtype), torch.tensor([True, False, True])
+    name = "masked_fill_" if in_place else "masked_fill"
+    tensors = [torch.tensor(1 + 0j), torch.tensor(1 - 3j)]
+    for fill in (tensors if isinstance(value, str) else [value]):
+        lazy_fill = fill.to("lazy") if value == "lazy tensor" else fill
+        try:
+            expected = getattr(x.clone(), name)(mask, fill)
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError, match=re.escape(str(e).splitlines()[0])):
+                getattr(x.clone().to("lazy"), name)(mask.to("lazy"), lazy_fill).cpu()
+            continue
+        got = getattr(x.clone().to("lazy"), name)(mask.to("lazy"), lazy_fill)
+        torch.testing.assert_close(got.cpu(), expected)
