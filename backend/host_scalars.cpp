@@ -3,6 +3,7 @@
 #include "backend/recorder.h"
 
 #include <ATen/Dispatch.h>
+#include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/_foreach_addcdiv_ops.h>
@@ -33,7 +34,11 @@ namespace {
 /// eager refuses before reading the scalars (empty, or of different lengths) get as many
 /// placeholder scalars as `self` has tensors, so that the Scalar[] overload raises eager's error.
 std::vector<c10::Scalar> unpackScalars(at::TensorList self, at::TensorList tensor1,
-                                       at::TensorList tensor2, const at::Tensor& scalars) {
+                                       at::TensorList tensor2, at::Tensor scalars) {
+  if (at::functionalization::impl::isFunctionalTensor(scalars)) {  // torch.func.functionalize's
+    at::functionalization::impl::sync(scalars);
+    scalars = at::functionalization::impl::from_functional_tensor(scalars);
+  }
   if (self.empty() || tensor1.size() != self.size() || tensor2.size() != self.size()) {
     return std::vector<c10::Scalar>(self.size(), c10::Scalar(1));
   }

@@ -218,3 +218,16 @@ def test_foreach_packed_scalars_must_be_on_the_cpu_as_in_eager():
     for op in PACKED["addcdiv"]:
         with pytest.raises(RuntimeError, match="Expected scalars to be on CPU, got lazy:0 instead"):
             op(xs, t1, t2, torch.tensor([0.5, 1.0, 2.0]).to("lazy"))
+
+
+def test_foreach_packed_scalars_under_torch_func_functionalize():
+    """The in-place kernel serves every caller of the Functionalize key: on CPU tensors, with the
+    scalars made inside the functionalized function, it writes what eager writes."""
+    def step(xs, t1, t2):
+        torch._foreach_addcmul_(xs, t1, t2, torch.tensor([0.5, -2.0, 3.0]))
+        return xs
+
+    xs, t1, t2 = packed_operands()
+    expected = step([x.clone() for x in xs], t1, t2)
+    torch.testing.assert_close(torch.func.functionalize(step)([x.clone() for x in xs], t1, t2),
+                               expected)
