@@ -108,7 +108,8 @@ NVRTC_CHECK ?= 90
 test-python: build
 	LAZYFUSE_NVRTC_CHECK=$(NVRTC_CHECK) $(PY) -m pytest test/python -q
 	LAZYFUSE_NVRTC_CHECK=$(NVRTC_CHECK) LAZYFUSE_FUSION=always $(PY) -m pytest -q \
-	  test/python/test_autograd_training.py test/python/test_views_mutation.py
+	  test/python/test_autograd_training.py test/python/test_views_mutation.py \
+	  test/python/test_view_metadata.py test/python/test_inference_mode.py
 	LAZYFUSE_CUDA_EMULATION=1 $(PY) -m pytest -q test/python/test_fusion.py \
 	  -k "not test_dumps_plan_and_source"
 

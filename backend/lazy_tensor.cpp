@@ -67,7 +67,7 @@ void registerData(const c10::intrusive_ptr<LazyData>& data) {
 // see Note [Convolution layout]. Buffers
 // keep the trace's strides; a transfer out (`.cpu()`) gives the strides eager's _to_copy gives the
 // reported geometry, copying where the buffer's differ.
-// Pinned by test_views_mutation.py::test_view_metadata_like_eager,
+// Pinned by test_view_metadata.py::test_view_metadata_like_eager,
 // test_view_metadata_after_write_like_eager and test_result_strides_like_eager.
 struct ViewGeometry {
   std::vector<int64_t> sizes;
@@ -367,7 +367,7 @@ void LazyTensorImpl::reportViewGeometry(c10::IntArrayRef strides, int64_t storag
 // So the recorder makes such a value normal when the value it is a view of is (leaveInference),
 // and likewise the new value of a write into a normal tensor and of a *_scatter into a normal
 // base, which functionalization swaps in under the normal wrapper that later views are taken of.
-// Pinned by test_views_mutation.py::test_inference_mode_on_tensors_made_outside_it.
+// Pinned by test_inference_mode.py::test_inference_mode_on_tensors_made_outside_it.
 void LazyTensorImpl::leaveInference() {
   if (!is_inference()) return;
   key_set_ = key_set_ | c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::LazyBit);

@@ -69,7 +69,7 @@ bool recordsDirectly(const c10::OperatorHandle& op) {
 // (F.linear's weight.t()), which ADInplaceOrView refuses for a normal tensor ("Cannot set
 // version_counter for inference tensor"). So every aten op with a CompositeImplicitAutograd kernel
 // and none for Functionalize gets one that runs the decomposition there, as PyTorch's Python
-// functionalization does. Pinned by test_views_mutation.py::
+// functionalization does. Pinned by test_inference_mode.py::
 // test_inference_mode_on_tensors_made_outside_it and test_errors.py::test_write_checks_*.
 // The kernel is decomposeKernel, which also makes an out= decomposition write its `out` (see
 // Note [Composite out= kernels under functionalization]).

@@ -52,7 +52,8 @@ if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
   step pytest_cuda $PY -m pytest -q -p no:cacheprovider test/python \
     --junitxml="$OUT/pytest_cuda.xml"
   step pytest_cuda_fused env LAZYFUSE_FUSION=always $PY -m pytest -q -p no:cacheprovider \
-    test/python/test_autograd_training.py test/python/test_views_mutation.py
+    test/python/test_autograd_training.py test/python/test_views_mutation.py \
+    test/python/test_view_metadata.py test/python/test_inference_mode.py
 fi
 if [ "$MODE" = bench ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
   step bench env LAZYFUSE_BENCH_OUT="$OUT" $PY bench/gpu_suite.py

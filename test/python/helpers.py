@@ -1,4 +1,5 @@
-"""Helpers shared by the test files: run a function on CPU and on lazy copies, compare."""
+"""Helpers shared by the test files: run a function on CPU and on lazy copies, compare (also for
+functions that mutate their arguments); a seeded input tensor."""
 
 import torch
 
@@ -41,6 +42,25 @@ def _check_lazy(value):
     elif isinstance(value, (list, tuple)):
         for v in value:
             _check_lazy(v)
+
+
+def base(shape=(4, 5), seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def assert_mutation_same(fn, *cpu_inputs, mark_step=False):
+    """`fn` mutates its arguments (and may return tensors); compares inputs and returns."""
+    cpu_args = [t.clone() for t in cpu_inputs]
+    lazy_args = to_lazy([t.clone() for t in cpu_inputs])
+    expected = fn(*cpu_args)
+    actual = fn(*lazy_args)
+    if mark_step:
+        lazyfuse.mark_step()
+    for lazy_arg, cpu_arg in zip(lazy_args, cpu_args):
+        assert lazy_arg.device.type == "lazy"
+        torch.testing.assert_close(lazy_arg.cpu(), cpu_arg)
+    if expected is not None:
+        torch.testing.assert_close(to_cpu(actual), expected)
 
 
 

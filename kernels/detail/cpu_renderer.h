@@ -1,0 +1,101 @@
+#pragma once
+
+// The C++ renderer of one kernel of the kernel IR; renderCpp and renderCppFunctions
+// (kernels/cpu_codegen.h) are its entry points. Its row and point loops, row groups,
+// instructions and stores live in kernels/cpu_codegen.cpp, its reductions and the segment loop
+// in kernels/cpu_reduction_codegen.cpp. See Note [CPU loop structure] in kernels/cpu_codegen.cpp.
+
+#include "kernels/cpu_codegen.h"
+#include "lowering/kernel_ir.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lazyfuse::detail {
+
+class CpuRenderer {
+ public:
+  explicit CpuRenderer(const Kernel& kernel) : k_(kernel) {}
+
+  std::string render();
+
+  /// The function of a row group: `stats` then `epilogue`, row by row, in one loop over the rows
+  /// [begin, end). See Note [CPU row groups].
+  static std::string renderRowGroup(const CpuFunction& function);
+
+ private:
+  void declareBuffers();
+
+  // --- the loops, see Note [CPU loop structure] ---
+
+  void renderRowLoop();
+
+  /// Which instructions depend on the innermost variable and must stay in the inner loop.
+  std::vector<bool> innerInstrs() const;
+
+  void renderPointLoop();
+
+  /// The body of the point loop: point p's variables, instructions (reductions are loops) and
+  /// stores.
+  void pointBody();
+
+  /// A row group's epilogue for row p, a block of its own (its names shadow the statistics
+  /// kernel's): the row loop of one whole row, where each cached instruction is read from the
+  /// array the statistics kernel filled. See Note [CPU row groups].
+  void rowBlock();
+
+  /// Whether the kernel folds columns: a reduction loop reads at the innermost point variable,
+  /// so neighbouring points read neighbouring elements, and folding them side by side (a
+  /// segment) vectorizes and reads each cache line once. argmax/argmin keep the point loop.
+  bool readsAcrossPoints() const;
+
+  /// 256 points (a 1 KiB run of floats per reduced row, which the prefetcher streams: a column
+  /// sum of [8192, 1024] took 3.1-3.5 ms on one thread with 256, 3.8-4.8 ms with 64), fewer when
+  /// the arrays would pass 256 KiB of stack.
+  int64_t segmentSize() const;
+
+  void renderSegmentLoop();
+
+  /// An `omp simd` loop over the segment computing outer-scope instructions `instrs` into their
+  /// arrays, then `tail`.
+  void segmentLines(const std::vector<size_t>& instrs, const std::string& tail);
+
+  void segmentReductionLines(int32_t at);
+
+  void reductionLines(int32_t at);
+
+  // --- instructions and stores ---
+
+  std::string instrLine(size_t i) const;
+
+  /// Instruction `i`'s value; in a segment loop an outer-scope one is its array's element.
+  std::string t(int32_t i) const;
+
+  std::string instrExpr(const KInstr& instr, int32_t i) const;
+
+  /// A floating pow whose exponent stays the same over the loop it is in takes the special
+  /// cases eager's pow(Tensor, Scalar) takes; see Note [CPU prelude].
+  std::string binaryName(const KInstr& instr) const;
+
+  std::string loadExpr(const KInstr& instr) const;
+
+  void storeLines(const std::string& indent);
+
+  std::string storeText(const std::string& indent) const;
+
+  std::string bufferName(int32_t b) const;
+
+  const Kernel& k_;
+  std::string out_;
+  std::vector<bool> varying_;  // per instruction: whether it changes inside its innermost loop
+  std::string segment_var_;    // in a segment loop: the innermost point variable
+  // In a row group's function (Note [CPU row groups]): where this kernel's buffers and
+  // parameters start in the function's arrays, and the values its two kernels share.
+  int32_t buffer_base_ = 0;
+  int32_t param_base_ = 0;
+  std::vector<CpuRowCache> caches_;
+};
+
+}  // namespace lazyfuse::detail

@@ -1,0 +1,197 @@
+"""View geometry on the lazy device against eager CPU: the shape, strides, storage offset and
+contiguity of views and of other ops' results, kept through writes and transfers to the CPU, and
+which reshapes view and which copy (Note [View geometry])."""
+
+import pytest
+import torch
+
+from helpers import assert_mutation_same, base
+
+
+# ---- view metadata -------------------------------------------------------------------------
+
+# See Note [View geometry] in backend/lazy_tensor.cpp.
+@pytest.mark.parametrize(
+    "make_view",
+    [
+        lambda x: x.t(),
+        lambda x: x[:, ::2],
+        lambda x: x[1:],
+        lambda x: x.unsqueeze(1).expand(4, 3, 5),
+        lambda x: x[1:][1:].t(),
+        lambda x: x.unbind(1)[2],
+        lambda x: x.diagonal(),
+        lambda x: x[2],
+        lambda x: x.t().t(),
+        lambda x: x.as_strided((2, 2), (1, 5), 3),
+        lambda x: x.view(5, 4).permute(1, 0)[::2],
+    ],
+    ids=["t", "column_step", "rows", "expand", "chained_offset", "unbind", "diagonal", "select",
+         "t_t", "as_strided", "permute_step"],
+)
+def test_view_metadata_like_eager(make_view):
+    cpu = base()
+    lazy = cpu.to("lazy")
+    v_cpu, v_lazy = make_view(cpu), make_view(lazy)
+    assert v_lazy.shape == v_cpu.shape
+    assert (v_lazy.stride(), v_lazy.storage_offset(), v_lazy.is_contiguous()) == (
+        v_cpu.stride(), v_cpu.storage_offset(), v_cpu.is_contiguous())
+
+
+def test_contiguous_tensor_metadata_like_eager():
+    cpu = base()
+    lazy = cpu.to("lazy")
+    for c, lz in ((cpu, lazy), (cpu + 1, lazy + 1), (cpu.t().contiguous(), lazy.t().contiguous())):
+        assert (lz.shape, lz.stride(), lz.is_contiguous()) == (c.shape, c.stride(),
+                                                                c.is_contiguous())
+
+
+# See Note [View geometry]: results of other ops report the strides eager gives them, and a
+# transfer to the CPU has those strides too.
+RESULT_LAYOUTS = {
+    "t_add": (base, lambda x: x.t() + 1),
+    "t_clone": (base, lambda x: x.t().clone()),
+    "t_exp": (base, lambda x: x.t().exp()),
+    "t_mul_t": (base, lambda x: x.t() * x.t()),
+    "t_where": (base, lambda x: torch.where(x.t() > 0, x.t(), 0.0)),
+    "t_add_then_mul": (base, lambda x: (x.t() + 1) * 2),
+    "t_to_double": (base, lambda x: x.t().double()),
+    "t_contiguous": (base, lambda x: x.t().contiguous()),
+    "t_sum": (base, lambda x: x.t().sum(0)),
+    "t_mm": (base, lambda x: x.t() @ x),
+    "column_step_add": (base, lambda x: x[:, ::2] + 1),
+    "t_view": (base, lambda x: x.t()),
+    "column_step_view": (base, lambda x: x[:, ::2]),
+    "permute_add": (lambda: torch.randn(2, 3, 4, 5), lambda y: y.permute(0, 2, 3, 1) + 1),
+    "channels_last_add": (lambda: torch.randn(2, 3, 4, 5),
+                          lambda y: y.contiguous(memory_format=torch.channels_last) + 1),
+    "channels_last_relu_clone": (
+        lambda: torch.randn(2, 3, 4, 5),
+        lambda y: y.contiguous(memory_format=torch.channels_last).relu().clone()),
+    "permuted_channels_last_add": (
+        lambda: torch.randn(2, 4, 5, 3), lambda y: y.permute(0, 3, 1, 2) + y.permute(0, 3, 1, 2)),
+}
+
+
+def _layout(t):
+    cl = t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last)
+    return t.shape, t.stride(), t.is_contiguous(), cl
+
+
+@pytest.mark.parametrize("make_input, op", RESULT_LAYOUTS.values(), ids=list(RESULT_LAYOUTS))
+def test_result_strides_like_eager(make_input, op):
+    cpu = make_input()
+    expected = op(cpu)
+    actual = op(cpu.to("lazy"))
+    assert _layout(actual) == _layout(expected)
+    moved = actual.cpu()
+    # Eager's _to_copy keeps the strides of a dense tensor and picks a dense layout for another
+    # (a column step); a dtype change takes the same path as a device change.
+    assert _layout(moved) == _layout(expected.double())
+    torch.testing.assert_close(moved, expected)
+
+
+def test_result_strides_like_eager_for_empty_like():
+    cpu = base()
+    expected, actual = torch.empty_like(cpu.t()), torch.empty_like(cpu.to("lazy").t())
+    assert _layout(actual) == _layout(expected)
+    assert actual.cpu().stride() == expected.stride()
+
+
+def test_view_of_transposed_result_refused_like_eager():
+    cpu = base()
+    with pytest.raises(RuntimeError) as eager:
+        (cpu.t() + 1).view(-1)
+    with pytest.raises(RuntimeError) as lazy:
+        (cpu.to("lazy").t() + 1).view(-1)
+    assert str(lazy.value) == str(eager.value)
+    expected = (cpu.t() + 1).reshape(-1)
+    torch.testing.assert_close((cpu.to("lazy").t() + 1).reshape(-1).cpu(), expected)
+
+
+def _write_through_view_then_view(x):
+    v = x.t()
+    v.add_(1)
+    v[1:].mul_(2)
+    return v
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda x: x.t().add_(1),
+        lambda x: x.t()[0].add_(1),
+        lambda x: x.t().unsqueeze(0)[0].add_(1),
+        lambda x: x.t()[1:].mul_(2),
+        lambda x: x[1:][1:].t().mul_(2),
+        lambda x: x.diagonal().add_(1),
+        lambda x: x.unbind(1)[2].add_(1),
+        lambda x: x.view(20)[3:].view(1, 17).t().add_(1),
+        lambda x: x.permute(1, 0)[::2].mul_(2),
+        lambda x: x.as_strided((2, 2), (1, 5), 3).mul_(2),
+        lambda x: torch.mul(x.t(), 2, out=x.t()),
+        lambda x: x.t().copy_(torch.ones(5, 4, device=x.device)),
+        lambda x: x.t().zero_(),
+        _write_through_view_then_view,
+    ],
+    ids=["t", "t_select", "t_unsqueeze_select", "t_rows", "chained_offset_t", "diagonal",
+         "unbind", "view_slice_view_t", "permute_step", "as_strided", "out_into_view", "copy_",
+         "zero_", "view_of_written_view"],
+)
+def test_view_metadata_after_write_like_eager(write):
+    # A write keeps the geometry of the view it writes and of its base, also once the base's
+    # value is recomputed from the write (the second read, after .cpu()).
+    cpu = base()
+    lazy = cpu.to("lazy").clone()
+    v_cpu, v_lazy = write(cpu), write(lazy)
+    expected = (cpu.stride(), v_cpu.stride(), v_cpu.storage_offset(), v_cpu.is_contiguous())
+    assert (lazy.stride(), v_lazy.stride(), v_lazy.storage_offset(),
+            v_lazy.is_contiguous()) == expected
+    torch.testing.assert_close(lazy.cpu(), cpu)
+    torch.testing.assert_close(v_lazy.cpu(), v_cpu)
+    assert (lazy.stride(), v_lazy.stride(), v_lazy.storage_offset(),
+            v_lazy.is_contiguous()) == expected
+
+
+def test_view_of_transposed_raises_like_eager():
+    with pytest.raises(RuntimeError) as eager:
+        base().t().view(-1)
+    with pytest.raises(type(eager.value)):
+        base().to("lazy").t().view(-1)
+
+
+def test_reshape_of_transposed_copies_like_eager():
+    # Not viewable, so eager's reshape copies: writing the result leaves the base alone.
+    def fn(x):
+        r = x.t().reshape(-1)
+        r.add_(1)
+        return r
+
+    assert_mutation_same(fn, base())
+
+
+def test_contiguous_of_transposed_copies_like_eager():
+    def fn(x):
+        c = x.t().contiguous()
+        c.mul_(2)
+        return c
+
+    assert_mutation_same(fn, base())
+
+
+def test_contiguous_view_still_aliases_like_eager():
+    def fn(x):
+        r = x[1:].reshape(-1)
+        r.add_(1)
+        return r
+
+    assert_mutation_same(fn, base())
+
+
+def test_view_values_and_later_ops_unchanged_by_view_metadata():
+    cpu = base()
+    lazy = cpu.to("lazy")
+    makes = (lambda x: x.t() @ x, lambda x: x[:, ::2].sum(0),
+             lambda x: x.t()[1:] * 2 + x[:, 1:].t())
+    for make in makes:
+        torch.testing.assert_close(make(lazy).cpu(), make(cpu))
