@@ -1,6 +1,7 @@
 #include "lowering/kernel_emitter.h"
 
 #include "lazy_ir/check.h"
+#include "lowering/passes.h"
 
 #include <map>
 #include <tuple>
@@ -146,6 +147,7 @@ void emitKernels(const Graph& graph, const Partition& p, ExecutionPlan& plan) {
     EmitContext context(graph, p, s.group, temp_of, num_temps, fused);
     for (LoopId id : p.groups[s.group].members) context.emitMember(id);
     fused.kernel = context.finish("lf_kernel_" + std::to_string(plan.kernels.size()));
+    coalesceDomain(fused.kernel);
     fused.grain = std::max<int64_t>(1, kGrainElements / workPerPoint(fused.kernel));
     step.kind = StepKind::kFusedKernel;
     step.kernel = static_cast<int32_t>(plan.kernels.size());

@@ -21,6 +21,11 @@ bool batchKernels(const Graph& graph, ExecutionPlan& plan);
 /// a kernel that cannot be in a batch. See Note [Kernel batches].
 std::string batchKey(const Kernel& kernel);
 
+/// Drops trailing size-1 dimensions of `kernel`'s domain (a kernel without reductions) and merges
+/// into its last dimension the dimensions before it that every index walks as one with it,
+/// rewriting its index expressions. See Note [Coalescing kernel domains].
+void coalesceDomain(Kernel& kernel);
+
 /// Fills `release_after` so every intermediate buffer is dropped after its last use. Afterwards
 /// each node position that is neither device data nor a graph output is released exactly once.
 bool computeLifetimes(const Graph& graph, ExecutionPlan& plan);

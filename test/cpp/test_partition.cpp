@@ -59,7 +59,7 @@ TEST(PartitionTest, PointwiseChainIsOneKernelReadingTheInputWritingTheOutput) {
   ASSERT_EQ(c.plan.steps.size(), 1u) << printPlan(c.graph, c.plan);
   ASSERT_EQ(c.plan.kernels.size(), 1u);
   const FusedKernel& k = c.plan.kernels[0];
-  EXPECT_EQ(k.kernel.domain, (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(k.kernel.domain, (std::vector<int64_t>{35}));  // Note [Coalescing kernel domains]
   EXPECT_TRUE(k.kernel.reductions.empty());
   EXPECT_EQ(positions(buffers(k, /*output=*/false)), c.graph.dataPositions());
   EXPECT_EQ(buffers(k, /*output=*/true).size(), 1u);

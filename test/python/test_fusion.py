@@ -462,3 +462,18 @@ def test_extern_ops_mix_with_kernels():
     x, w = torch.randn(32, 16), torch.randn(16, 8)
     check(lambda a, b: torch.relu(a @ b + 1).sum(0) * 2, x, w)
     check(lambda a, b: F.dropout(a, 0.0) + torch.nonzero(a > 10).numel(), x, w)
+
+
+@pytest.mark.parametrize("make_other", [
+    lambda w: w * 2,                                   # contiguous: [64, 16, 3, 3] is one loop
+    lambda w: w.flip(0).transpose(0, 1).contiguous().transpose(0, 1),  # first two dims swapped
+    lambda w: w[:, :1].expand_as(w),                   # broadcast over the second dimension
+    lambda w: w.sum(-1, keepdim=True).expand_as(w),
+    lambda w: torch.cat([w, w], -1)[..., 1::2],        # strided view of a computed value
+], ids=["contiguous", "permuted", "broadcast", "reduced", "strided"])
+@pytest.mark.parametrize("shape", [(64, 16, 3, 3), (32, 64, 1, 1), (7, 1, 5)], ids=str)
+def test_coalesced_domains_like_eager(shape, make_other):
+    """Kernels over conv-weight shapes run over one merged dimension where every operand allows
+    it and keep the dimensions apart where one does not (Note [Coalescing kernel domains])."""
+    w = torch.randn(shape)
+    check(lambda t: torch.addcmul(t.exp(), make_other(t), t, value=0.5), w)
