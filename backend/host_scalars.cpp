@@ -3,7 +3,7 @@
 #include "backend/recorder.h"
 
 #include <ATen/Dispatch.h>
-#include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/_foreach_addcdiv_ops.h>
@@ -13,6 +13,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace lazyfuse {
@@ -27,21 +28,15 @@ namespace {
 // recorder would take the CPU tensor for a misplaced input. So these kernels do what eager's do:
 // check the scalars as eager checks them, read them (they are on the CPU: no sync), and call the
 // Scalar[] overload, whose scalars are node parameters (a new value compiles nothing). The
-// in-place kernels sit on Functionalize and serve every caller of that key, lazy or not; the
-// out-of-place ones on Lazy. Pinned by test_ops.py::test_foreach_packed_scalars_like_eager.
+// out-of-place kernels sit on Lazy; the in-place ones on Functionalize, for lazy tensors only:
+// other callers of that key (make_fx over CPU tensors) keep PyTorch's kernel, which never bakes
+// a tensor's values into a trace. Pinned by test_foreach_fusion.py::test_foreach_packed_scalars_*.
 
-/// The scalars packed in `scalars`, one per tensor of `self`, checked as eager checks them. Lists
-/// eager refuses before reading the scalars (empty, or of different lengths) get as many
+/// The scalars packed in `scalars`, one per tensor of `self`, checked as eager checks them,
+/// before the lists: lists eager refuses (empty, or of different lengths) then get as many
 /// placeholder scalars as `self` has tensors, so that the Scalar[] overload raises eager's error.
 std::vector<c10::Scalar> unpackScalars(at::TensorList self, at::TensorList tensor1,
-                                       at::TensorList tensor2, at::Tensor scalars) {
-  if (at::functionalization::impl::isFunctionalTensor(scalars)) {  // torch.func.functionalize's
-    at::functionalization::impl::sync(scalars);
-    scalars = at::functionalization::impl::from_functional_tensor(scalars);
-  }
-  if (self.empty() || tensor1.size() != self.size() || tensor2.size() != self.size()) {
-    return std::vector<c10::Scalar>(self.size(), c10::Scalar(1));
-  }
+                                       at::TensorList tensor2, const at::Tensor& scalars) {
   TORCH_CHECK(scalars.device().is_cpu(), "Expected scalars to be on CPU, got ", scalars.device(),
               " instead.");
   TORCH_CHECK(scalars.is_contiguous(), "Expected scalars to be contiguous.");
@@ -50,6 +45,9 @@ std::vector<c10::Scalar> unpackScalars(at::TensorList self, at::TensorList tenso
   TORCH_CHECK(scalars.size(0) == static_cast<int64_t>(self.size()),
               "Expected length of scalars to match input of length ", self.size(), " but got ",
               scalars.size(0), " instead.");
+  if (self.empty() || tensor1.size() != self.size() || tensor2.size() != self.size()) {
+    return std::vector<c10::Scalar>(self.size(), c10::Scalar(1));
+  }
   std::vector<c10::Scalar> unpacked;
   unpacked.reserve(self.size());
   AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(
@@ -73,16 +71,35 @@ std::vector<at::Tensor> addcmul(at::TensorList self, at::TensorList tensor1,
       self, tensor1, tensor2, unpackScalars(self, tensor1, tensor2, scalars));
 }
 
-void addcdivInPlace(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2,
-                    const at::Tensor& scalars) {
-  at::_ops::_foreach_addcdiv__ScalarList::call(self, tensor1, tensor2,
-                                               unpackScalars(self, tensor1, tensor2, scalars));
+/// The Functionalize kernels registered before ours, by schema: other callers of the key
+/// (torch.func.functionalize and make_fx over CPU tensors) keep PyTorch's.
+std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>& functionalizeKernels() {
+  static auto* instance =
+      new std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>();
+  return *instance;
 }
 
-void addcmulInPlace(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2,
-                    const at::Tensor& scalars) {
-  at::_ops::_foreach_addcmul__ScalarList::call(self, tensor1, tensor2,
-                                               unpackScalars(self, tensor1, tensor2, scalars));
+bool isLazy(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.device().type() == c10::DeviceType::Lazy;
+}
+
+void functionalizePackedScalars(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                                torch::jit::Stack* stack) {
+  const size_t n = stack->size();
+  const std::vector<at::Tensor> self = (*stack)[n - 4].toTensorVector();
+  if (!self.empty() && !isLazy(self[0])) {
+    return functionalizeKernels().at(&op.schema()).callBoxed(op, keys, stack);
+  }
+  const std::vector<at::Tensor> tensor1 = (*stack)[n - 3].toTensorVector();
+  const std::vector<at::Tensor> tensor2 = (*stack)[n - 2].toTensorVector();
+  const std::vector<c10::Scalar> scalars =
+      unpackScalars(self, tensor1, tensor2, (*stack)[n - 1].toTensor());
+  if (op.schema().name() == "aten::_foreach_addcdiv_") {
+    at::_ops::_foreach_addcdiv__ScalarList::call(self, tensor1, tensor2, scalars);
+  } else {
+    at::_ops::_foreach_addcmul__ScalarList::call(self, tensor1, tensor2, scalars);
+  }
+  torch::jit::drop(*stack, 4);
 }
 
 // Note [Complex fill values]
@@ -90,16 +107,22 @@ void addcmulInPlace(at::TensorList self, at::TensorList tensor1, at::TensorList 
 // imaginary part fills a real tensor (1+0j fills 1) and any other raises "value cannot be
 // converted to type int64_t without overflow". PyTorch's meta kernel (torch._refs.masked_fill)
 // refuses every complex value for a real self, by dtype, with another message, and
-// functionalization runs it before an in-place op. So for a real self and a complex value these
-// kernels convert the value as eager does (its error, if any) and pass its real part on. The
+// functionalization runs it before an in-place op. So for a real self (lazy, for the in-place
+// op), a bool mask and broadcastable shapes (eager checks those first), and a complex value,
+// these kernels convert the value as eager does (its error, if any) and pass its real part on. The
 // value is read on the host: a Scalar, a CPU tensor or, as eager's CUDA kernel does with a device
 // value tensor (item()), a lazy one, which costs a sync in this rare case only. Pinned by
 // test_ops.py::test_masked_fill_complex_value_like_eager and the masked_fill OpInfo error inputs.
 
 /// Rewrites masked_fill's `value` (a Scalar, or a 0-dim tensor) for a real `self` into its real
 /// part when it is complex; raises eager's error when it does not convert to self's dtype.
-void realFillValue(const at::Tensor& self, c10::IValue& value) {
+void realFillValue(const at::Tensor& self, const at::Tensor& mask, c10::IValue& value) {
   if (!self.defined() || at::isComplexType(self.scalar_type())) return;
+  // Eager checks the mask and the shapes first: calls they fail keep their value, and their error.
+  if (!mask.defined() || mask.scalar_type() != at::kBool ||
+      !at::is_expandable_to(mask.sizes(), self.sizes())) {
+    return;
+  }
   c10::Scalar scalar;
   if (value.isScalar()) {
     scalar = value.toScalar();
@@ -117,44 +140,50 @@ void realFillValue(const at::Tensor& self, c10::IValue& value) {
   value = value.isScalar() ? c10::IValue(real) : c10::IValue(at::scalar_tensor(real, at::kDouble));
 }
 
-void realFillValue(torch::jit::Stack& stack) {
-  realFillValue(stack[stack.size() - 3].toTensor(), stack[stack.size() - 1]);
+/// Checks masked_fill's value as eager's kernel does first (a value tensor of another device
+/// would otherwise meet the recorder's device check), then realFillValue.
+void checkFillValue(torch::jit::Stack& stack) {
+  c10::IValue& value = stack[stack.size() - 1];
+  if (value.isTensor() && value.toTensor().defined()) {
+    TORCH_CHECK(value.toTensor().dim() == 0,
+                "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+                value.toTensor().dim(), " dimension(s).");
+  }
+  realFillValue(stack[stack.size() - 3].toTensor(), stack[stack.size() - 2].toTensor(), value);
 }
 
 void recordMaskedFill(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  realFillValue(*stack);
+  checkFillValue(*stack);
   recordOp(op, stack);
-}
-
-/// The Functionalize kernels of masked_fill_ registered before ours, by schema.
-std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>& functionalizeKernels() {
-  static auto* instance =
-      new std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>();
-  return *instance;
 }
 
 void functionalizeMaskedFill(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                              torch::jit::Stack* stack) {
-  realFillValue(*stack);
+  if (isLazy((*stack)[stack->size() - 3].toTensor())) checkFillValue(*stack);
   functionalizeKernels().at(&op.schema()).callBoxed(op, keys, stack);
 }
 
 }  // namespace
 
 void registerHostScalarKernels(torch::Library& lazy_lib, torch::Library& functionalize_lib) {
+  auto wrap = [&](const char* name, const char* overload, torch::CppFunction kernel) {
+    auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+    functionalizeKernels().emplace(&op.schema(),
+                                   op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
+    functionalize_lib.impl((std::string(name).substr(6) + "." + overload).c_str(),
+                           std::move(kernel));
+  };
   lazy_lib.impl("_foreach_addcdiv.Tensor", TORCH_FN(addcdiv));
   lazy_lib.impl("_foreach_addcmul.Tensor", TORCH_FN(addcmul));
-  functionalize_lib.impl("_foreach_addcdiv_.Tensor", TORCH_FN(addcdivInPlace));
-  functionalize_lib.impl("_foreach_addcmul_.Tensor", TORCH_FN(addcmulInPlace));
+  for (const char* name : {"aten::_foreach_addcdiv_", "aten::_foreach_addcmul_"}) {
+    wrap(name, "Tensor",
+         torch::CppFunction::makeFromBoxedFunction<&functionalizePackedScalars>());
+  }
   for (const char* overload : {"Scalar", "Tensor"}) {
     lazy_lib.impl((std::string("masked_fill.") + overload).c_str(),
                   torch::CppFunction::makeFromBoxedFunction<&recordMaskedFill>());
-    auto in_place = c10::Dispatcher::singleton().findSchemaOrThrow("aten::masked_fill_", overload);
-    functionalizeKernels().emplace(
-        &in_place.schema(),
-        in_place.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
-    functionalize_lib.impl((std::string("masked_fill_.") + overload).c_str(),
-                           torch::CppFunction::makeFromBoxedFunction<&functionalizeMaskedFill>());
+    wrap("aten::masked_fill_", overload,
+         torch::CppFunction::makeFromBoxedFunction<&functionalizeMaskedFill>());
   }
 }
 

@@ -201,7 +201,8 @@ def test_foreach_packed_scalars_are_parameters():
     lambda xs, t1, t2: (xs, t1, t2, torch.tensor([[0, 1], [2, 3], [4, 5]])[:, 1]),
     lambda xs, t1, t2: ([], [], [], torch.tensor([0.5])),
     lambda xs, t1, t2: (xs, t1[:2], t2, torch.tensor([0.5, 1.0, 2.0])),
-], ids=["zero_dim", "length", "non_contiguous", "empty_lists", "list_lengths"])
+    lambda xs, t1, t2: (xs, t1[:2], t2, torch.tensor([0.5, 1.0])),
+], ids=["zero_dim", "length", "non_contiguous", "empty_lists", "list_lengths", "both"])
 @pytest.mark.parametrize("name", sorted(PACKED))
 def test_foreach_packed_scalars_errors_are_eagers(name, make):
     for op in PACKED[name]:
@@ -220,14 +221,20 @@ def test_foreach_packed_scalars_must_be_on_the_cpu_as_in_eager():
             op(xs, t1, t2, torch.tensor([0.5, 1.0, 2.0]).to("lazy"))
 
 
-def test_foreach_packed_scalars_under_torch_func_functionalize():
-    """The in-place kernel serves every caller of the Functionalize key: on CPU tensors, with the
-    scalars made inside the functionalized function, it writes what eager writes."""
-    def step(xs, t1, t2):
-        torch._foreach_addcmul_(xs, t1, t2, torch.tensor([0.5, -2.0, 3.0]))
+def test_foreach_packed_scalars_keep_pytorchs_kernel_outside_lazy():
+    """Other callers of the Functionalize key keep PyTorch's in-place kernel: make_fx over CPU
+    tensors never bakes the values of a scalars tensor into its graph (Note [Packed scalars])."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def step(xs, t1, t2, scalars):
+        xs = [x.clone() for x in xs]
+        torch._foreach_addcdiv_(xs, t1, t2, scalars)
         return xs
 
     xs, t1, t2 = packed_operands()
-    expected = step([x.clone() for x in xs], t1, t2)
-    torch.testing.assert_close(torch.func.functionalize(step)([x.clone() for x in xs], t1, t2),
-                               expected)
+    try:
+        graph = make_fx(torch.func.functionalize(step))(xs, t1, t2, torch.tensor([0.5] * 3))
+    except RuntimeError:
+        return  # PyTorch's kernel refuses to trace it
+    other = torch.tensor([2.0, -1.0, 3.0])
+    torch.testing.assert_close(graph(xs, t1, t2, other), step(xs, t1, t2, other))

@@ -505,3 +505,16 @@ def test_masked_fill_complex_value_like_eager(in_place, dtype, value):
             continue
         got = getattr(x.clone().to("lazy"), name)(mask.to("lazy"), lazy_fill)
         torch.testing.assert_close(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("mask, value", [
+    (torch.tensor([1.0, 0.0, 1.0]), 1 + 2j),      # eager refuses the mask first
+    (torch.tensor([True, False, True, True]), 1 + 2j),  # then the shapes
+    (torch.tensor([True, False, True]), torch.tensor([1 + 2j])),  # then a value tensor's rank
+], ids=["float_mask", "shapes", "value_rank"])
+def test_masked_fill_complex_value_errors_in_eagers_order(mask, value):
+    for name in ("masked_fill", "masked_fill_"):
+        with pytest.raises(RuntimeError) as eager:
+            getattr(torch.zeros(3, dtype=torch.int64), name)(mask, value)
+        with pytest.raises(RuntimeError, match=re.escape(str(eager.value).splitlines()[0])):
+            getattr(torch.zeros(3, dtype=torch.int64).to("lazy"), name)(mask.to("lazy"), value)
