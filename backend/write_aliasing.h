@@ -18,6 +18,8 @@ struct WriteAliasing {
   /// A written element of a tensor list may overlap a tensor of another element (another index
   /// of a list, or a tensor argument that is not in a list): a foreach op's order matters.
   bool across_elements = false;
+  /// A written tensor overlaps itself: a zero stride over more than one element (an expand).
+  bool overlaps_itself = false;
 };
 
 /// Finds the shared memory of a call's functional lazy tensors from their storages, sizes,
@@ -26,8 +28,10 @@ WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& tra
                               const torch::jit::Stack& args);
 
 /// For a call whose written tensors may overlap (`aliasing.any`), raises eager's "unsupported
-/// operation" error when eager refuses the overlap. `key` is the call's metadata without its
-/// aliasing; a call that passes is remembered under it and its aliasing, and not checked again.
+/// operation" error when eager refuses the overlap, and ours for a write into a tensor that
+/// overlaps itself, which eager allows for some ops (Note [Writes into expanded tensors]). `key`
+/// is the call's metadata without its aliasing; a call that passes eager's checks is remembered
+/// under it and its aliasing, and not run on stand-ins again.
 void checkOverlapsLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
                             const torch::jit::Stack& args, const WriteAliasing& aliasing,
                             HashValue key);

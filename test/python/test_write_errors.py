@@ -261,3 +261,22 @@ def test_random_out_into_int_allowed():
     torch.bernoulli(torch.full((3,), 0.5, device="lazy"), out=out)
     assert out.dtype == torch.int64
     assert set(out.cpu().tolist()) <= {0, 1}
+
+
+@pytest.mark.parametrize("write", [
+    lambda v: v.zero_(),
+    lambda v: v.fill_(2.0),
+    lambda v: v.masked_fill_(torch.tensor([True, False, True], device=v.device), 1.0),
+], ids=["zero_", "fill_", "masked_fill_"])
+def test_write_into_expanded_tensor_raises(write):
+    """Eager writes each shared element once per view element; functionalization would sum the
+    writes back into the base, so the lazy device refuses instead of giving wrong numbers (Note
+    [Writes into expanded tensors]). The base is left as it was."""
+    x = torch.ones(1, 3).to("lazy")
+    with pytest.raises(RuntimeError, match="does not support writing into a tensor whose elements"):
+        write(x.expand(2, 3))
+    torch.testing.assert_close(x.cpu(), torch.ones(1, 3))
+    write(x)  # the tensor itself takes the write
+    expected = torch.ones(1, 3)
+    write(expected)
+    torch.testing.assert_close(x.cpu(), expected)
