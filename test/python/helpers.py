@@ -72,8 +72,9 @@ def base(shape=(4, 5), seed=0):
 
 
 def assert_mutation_same(fn, *cpu_inputs, mark_step=False):
-    """`fn` mutates its arguments (and may return tensors); compares inputs and returns."""
-    cpu_args = [t.clone() for t in cpu_inputs]
+    """`fn` mutates its arguments (and may return tensors); compares inputs and returns with
+    eager's on the reference device."""
+    cpu_args = to_reference([t.clone() for t in cpu_inputs])
     lazy_args = to_lazy([t.clone() for t in cpu_inputs])
     expected = fn(*cpu_args)
     actual = fn(*lazy_args)
@@ -81,9 +82,9 @@ def assert_mutation_same(fn, *cpu_inputs, mark_step=False):
         lazyfuse.mark_step()
     for lazy_arg, cpu_arg in zip(lazy_args, cpu_args):
         assert lazy_arg.device.type == "lazy"
-        torch.testing.assert_close(lazy_arg.cpu(), cpu_arg)
+        torch.testing.assert_close(lazy_arg.cpu(), cpu_arg.cpu())
     if expected is not None:
-        torch.testing.assert_close(to_cpu(actual), expected)
+        torch.testing.assert_close(to_cpu(actual), to_cpu(expected))
 
 
 
