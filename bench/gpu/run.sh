@@ -4,10 +4,12 @@
 #
 #   bench/gpu/run.sh [tests|bench|opinfo|all] (default: all but opinfo)
 #
-#   tests   C++ tests, then the Python suite with CUDA as the hardware device (lazy vs eager),
-#           every graph fused (LAZYFUSE_FUSION=always) for test_fusion.py and test_cuda.py
+#   tests   C++ tests, then the Python suite with CUDA as the hardware device (lazy vs eager
+#           CUDA), again with every graph fused (LAZYFUSE_FUSION=always) for the training,
+#           view and mutation tests
 #   bench   bench/gpu_suite.py: W0-W6 on the GPU, lazyfuse vs eager CUDA vs torch.compile
-#   opinfo  PyTorch's OpInfo tests on lazy with CUDA as the hardware device (the ci subset)
+#   opinfo  PyTorch's OpInfo tests on lazy with CUDA as the hardware device, against eager CUDA
+#           (the ci subset)
 #
 # Needs .gpu-deps/ (bench/gpu/pack_deps.sh, run where the packages are installed) carried along.
 # Logs and results go to $OUT (the device tool's output folder) or /tmp/lazyfuse-gpu.

@@ -1,6 +1,7 @@
 """What the OpInfo sweep shares: registering the `lazy` device type with PyTorch's harness, which
-dtypes each op runs in, the OpInfo's own tolerances, moving samples to the lazy device, reading
-the fallback counters, and the per-test records that become docs/op_coverage.md.
+dtypes each op runs in, the OpInfo's own tolerances, moving samples to the lazy device and to the
+reference device eager runs on, reading the fallback counters, and the per-test records that
+become docs/op_coverage.md.
 
 See test_opinfo_lazy.py for what each test checks and README.md for how to run the sweep.
 """
@@ -213,7 +214,8 @@ def noncomparable_reason(op):
 def random_reason(op):
     """Why values may differ for an op the OpInfo does not call non-deterministic but whose aten
     op draws random numbers (randn, randint, normal.number_mean, alpha_dropout): they match eager
-    only while lazy tensors draw from the same CPU generator in the same order. None otherwise."""
+    only while lazy tensors draw from the same generator (the hardware device's, which eager on
+    the reference device uses too) in the same order. None otherwise."""
     name = op.name.removeprefix("nn.functional.")
     if "." in name or not hasattr(torch.ops.aten, name):
         return None
@@ -229,27 +231,37 @@ def random_reason(op):
 LAZY = torch.device("lazy")
 
 
+def reference_device():
+    """Where eager computes the values lazy results are compared with: the hardware device, so
+    that lazy tensors running on CUDA meet eager CUDA's kernels and its random generator."""
+    import lazyfuse
+
+    return torch.device(lazyfuse.hardware_device())
+
+
 def _is_device(value, device_type):
     if isinstance(value, torch.device):
         return value.type == device_type
     return isinstance(value, str) and value == device_type
 
 
-class _ToLazy:
-    """Moves one CPU sample to the lazy device the way the OpInfo would have built it for a device
-    that is not the CPU, guided by the same sample built for `meta`:
+class _ToDevice:
+    """Moves one CPU sample to `device` (lazy, or CUDA as the reference device) the way the
+    OpInfo would have built it for a device that is not the CPU, guided by the same sample built
+    for `meta`:
 
-      * a tensor becomes a lazy copy (a leaf that requires grad stays one), unless the meta
-        sample has it on the CPU next to meta tensors: the OpInfo puts it there on purpose
+      * a tensor becomes a copy on `device` (a leaf that requires grad stays one), unless the
+        meta sample has it on the CPU next to meta tensors: the OpInfo puts it there on purpose
         (tensor_split's indices). A meta sample with nothing on meta was built ignoring the
         device (many error inputs): it gives no guidance;
-      * the same tensor twice stays one lazy tensor twice (error inputs use out= aliasing);
-      * a device argument ("cpu" here, "meta" there) becomes "lazy"; a sample without one stays
-        without one (`torch.linspace(1, 3, 1)` is a CPU op on any device).
+      * the same tensor twice stays one tensor twice (error inputs use out= aliasing);
+      * a device argument ("cpu" here, "meta" there) becomes `device`; a sample without one
+        stays without one (`torch.linspace(1, 3, 1)` is a CPU op on any device).
 
     Without a meta sample (building it failed) every tensor and every "cpu" device moves."""
 
-    def __init__(self):
+    def __init__(self, device):
+        self.device = device
         self.memo = {}
 
     def tensor(self, t):
@@ -257,10 +269,10 @@ class _ToLazy:
             return t  # e.g. a meta tensor an error input builds on purpose
         key = id(t)
         if key not in self.memo:
-            lazy = self._view(t) if _is_view_of_whole_base(t) else t.detach().to(LAZY)
+            moved = self._view(t) if _is_view_of_whole_base(t) else t.detach().to(self.device)
             if t.requires_grad:
-                lazy.requires_grad_(True)
-            self.memo[key] = (t, lazy)  # holding t keeps its id unique while we map
+                moved.requires_grad_(True)
+            self.memo[key] = (t, moved)  # holding t keeps its id unique while we map
         return self.memo[key][1]
 
     def _view(self, t):
@@ -277,7 +289,7 @@ class _ToLazy:
         if _is_device(value, "cpu"):
             if meta is not None and not _is_device(meta, "meta"):
                 return value
-            return LAZY if isinstance(value, torch.device) else "lazy"
+            return self.device if isinstance(value, torch.device) else str(self.device)
         if isinstance(value, torch.Size):
             return value
         if isinstance(value, (list, tuple)):
@@ -308,13 +320,30 @@ def _is_view_of_whole_base(t):
 
 
 def sample_to_lazy(sample, meta_sample=None):
-    """The CPU SampleInput `sample` on the lazy device (see _ToLazy); `meta_sample` is the same
+    """The CPU SampleInput `sample` on the lazy device (see _ToDevice); `meta_sample` is the same
     sample built for `meta`, or None."""
+    return _sample_to(LAZY, sample, meta_sample)
+
+
+def sample_to_reference(sample, meta_sample=None):
+    """The CPU SampleInput `sample` on the reference device, moved as sample_to_lazy moves it;
+    `sample` itself when that is the CPU."""
+    device = reference_device()
+    return sample if device.type == "cpu" else _sample_to(device, sample, meta_sample)
+
+
+def from_reference(value):
+    """Eager results (any pytree) on the reference device brought to the CPU, to compare with
+    lazy results; `value` itself when the reference device is the CPU."""
+    return value if reference_device().type == "cpu" else to_cpu(value, lazy_inputs=False)
+
+
+def _sample_to(device, sample, meta_sample):
     from torch.testing._internal.opinfo.core import SampleInput
 
     if meta_sample is not None and not _mentions(meta_sample, "meta"):
         meta_sample = None  # built without using the device at all: says nothing on purpose
-    move = _ToLazy()
+    move = _ToDevice(device)
     meta = meta_sample if meta_sample is not None else SampleInput(None)
     return SampleInput(
         move(sample.input, meta.input if meta_sample is not None else None),
@@ -413,14 +442,17 @@ def assert_same(actual, expected, tolerance, noncomparable=None, what="output", 
         return
     a_leaves, a_spec = pytree.tree_flatten(actual)
     e_leaves, e_spec = pytree.tree_flatten(expected)
+    where = reference_device().type
     if len(a_leaves) != len(e_leaves):
-        raise AssertionError(f"{what}: {len(a_leaves)} values vs {len(e_leaves)} on cpu")
+        raise AssertionError(f"{what}: {len(a_leaves)} values vs {len(e_leaves)} on {where}")
     for a, e in zip(a_leaves, e_leaves):
         if isinstance(e, torch.Tensor):
             if not isinstance(a, torch.Tensor):
                 raise AssertionError(f"{what}: {type(a).__name__} instead of a tensor")
             if a.shape != e.shape or a.dtype != e.dtype:
-                raise AssertionError(f"{what}: {list(a.shape)}:{a.dtype} vs cpu {list(e.shape)}:{e.dtype}")
+                raise AssertionError(
+                    f"{what}: {list(a.shape)}:{a.dtype} vs {where} {list(e.shape)}:{e.dtype}"
+                )
 
 
 # ---- lazyfuse counters ----------------------------------------------------------------------

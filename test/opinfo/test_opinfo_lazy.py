@@ -1,9 +1,10 @@
-"""PyTorch's OpInfo database swept on the lazy device against eager CPU.
+"""PyTorch's OpInfo database swept on the lazy device against eager on the hardware device.
 
 For every OpInfo in `op_db` (instantiated by PyTorch's own harness for the `lazy` device type,
 see lazy_device_type.py):
 
-  test_correctness  every sample input, on lazy and on cpu, compared with assert_close under the
+  test_correctness  every sample input, on lazy and eagerly on the reference device (the
+                    hardware device: the CPU, or CUDA), compared with assert_close under the
                     OpInfo's tolerances; also the inputs afterwards (ops that mutate). Dtypes:
                     float32, float64, int64, bool, bfloat16, float16 where the op has them (an op
                     with none of them: its first dtype). Random or uninitialized outputs (the
@@ -34,6 +35,7 @@ from harness import (
     Record,
     assert_same,
     dtype_name,
+    from_reference,
     has_lazy,
     meta_samples,
     noncomparable_reason,
@@ -42,6 +44,7 @@ from harness import (
     recover,
     sample_tensors,
     sample_to_lazy,
+    sample_to_reference,
     to_cpu,
 )
 
@@ -139,7 +142,8 @@ class TestLazyfuseOpInfo(TestCase):
             )
         if record.samples == 0:
             if record.cpu_rejected and kind != "errors":
-                record.notes.append(f"eager cpu rejects all {record.cpu_rejected} samples")
+                where = harness.reference_device().type
+                record.notes.append(f"eager {where} rejects all {record.cpu_rejected} samples")
             why = "; ".join(record.notes) or "the OpInfo has no sample input"
             self.skipTest(f"nothing ran on lazy: {why}")
 
@@ -151,20 +155,20 @@ class TestLazyfuseOpInfo(TestCase):
 
     def _correctness(self, op, dtype, record):
         compare = _Comparison(op, dtype, self)
-        for index, sample, lazy_sample in _lazy_samples(op, dtype, record):
+        for index, sample, ref, lazy_sample in _lazy_samples(op, dtype, record):
             try:
-                expected = op(sample.input, *sample.args, **sample.kwargs)
-            except Exception:  # noqa: BLE001 (eager rejects this sample on cpu: not a lazy test)
+                expected = op(ref.input, *ref.args, **ref.kwargs)
+            except Exception:  # noqa: BLE001 (eager rejects this sample: not a lazy test)
                 record.cpu_rejected += 1
                 continue
             with _sample_check(record, index, sample):
                 actual = op(lazy_sample.input, *lazy_sample.args, **lazy_sample.kwargs)
                 lazyfuse.mark_step()
                 actual = sample.output_process_fn_grad(to_cpu(actual, has_lazy(lazy_sample)))
-                compare.same(actual, sample.output_process_fn_grad(expected))
+                compare.same(actual, from_reference(sample.output_process_fn_grad(expected)))
                 compare.same(
                     to_cpu(sample_tensors(lazy_sample), lazy_inputs=False),
-                    sample_tensors(sample),
+                    from_reference(sample_tensors(ref)),
                     "inputs after the op",
                 )
 
@@ -179,19 +183,21 @@ class TestLazyfuseOpInfo(TestCase):
         inplace = op.inplace_variant
         # In-place needs a tensor self that has the result's shape.
         keep = lambda s: isinstance(s.input, torch.Tensor) and not s.broadcasts_input  # noqa: E731
-        for index, sample, lazy_sample in _lazy_samples(op, dtype, record, keep=keep):
+        for index, sample, ref, lazy_sample in _lazy_samples(op, dtype, record, keep=keep):
             try:
-                expected = inplace(sample.input, *sample.args, **sample.kwargs)
+                expected = inplace(ref.input, *ref.args, **ref.kwargs)
             except Exception:  # noqa: BLE001 (e.g. a result dtype that cannot be cast back)
                 record.cpu_rejected += 1
                 continue
             with _sample_check(record, index, sample):
                 actual = inplace(lazy_sample.input, *lazy_sample.args, **lazy_sample.kwargs)
-                if (expected is sample.input) and (actual is not lazy_sample.input):
+                if (expected is ref.input) and (actual is not lazy_sample.input):
                     raise AssertionError("the in-place variant did not return its input")
                 lazyfuse.mark_step()
-                compare.same(to_cpu(lazy_sample.input, False), sample.input, "mutated input")
-                compare.same(to_cpu(actual), expected, "return value")
+                compare.same(
+                    to_cpu(lazy_sample.input, False), from_reference(ref.input), "mutated input"
+                )
+                compare.same(to_cpu(actual), from_reference(expected), "return value")
 
     @lazy_ops(_ops_out, harness.primary_dtypes)
     def test_out(self, device, dtype, op):
@@ -199,15 +205,15 @@ class TestLazyfuseOpInfo(TestCase):
 
     def _out(self, op, dtype, record):
         compare = _Comparison(op, dtype, self)
-        for index, sample, lazy_sample in _lazy_samples(op, dtype, record):
+        for index, sample, ref, lazy_sample in _lazy_samples(op, dtype, record):
             try:
-                expected = op(sample.input, *sample.args, **sample.kwargs)
+                expected = op(ref.input, *ref.args, **ref.kwargs)
                 cpu_outs = {}
                 for resize in (False, True):
-                    out = _out_like(expected, "cpu", resize)
-                    returned = op(sample.input, *sample.args, **sample.kwargs, out=out)
+                    out = _out_like(expected, harness.reference_device(), resize)
+                    returned = op(ref.input, *ref.args, **ref.kwargs, out=out)
                     cpu_outs[resize] = (out, _returns_out(returned, out))
-            except Exception:  # noqa: BLE001 (this sample has no out= form on cpu)
+            except Exception:  # noqa: BLE001 (this sample has no out= form in eager)
                 record.cpu_rejected += 1
                 continue
             for resize, (cpu_out, cpu_returns_out) in cpu_outs.items():
@@ -218,7 +224,7 @@ class TestLazyfuseOpInfo(TestCase):
                         raise AssertionError(f"out= returned {type(returned).__name__}, unlike eager")
                     lazyfuse.mark_step()
                     what = "out= resized from empty" if resize else "out="
-                    compare.same(to_cpu(_as_tuple(out)), _as_tuple(cpu_out), what)
+                    compare.same(to_cpu(_as_tuple(out)), from_reference(_as_tuple(cpu_out)), what)
 
     # ---- errors -----------------------------------------------------------------------------
 
@@ -227,6 +233,8 @@ class TestLazyfuseOpInfo(TestCase):
         self._sweep(op, None, "errors", lambda record: self._errors(op, record))
 
     def _errors(self, op, record):
+        # Against eager CPU on every hardware device: the OpInfo states the errors of the inputs
+        # it builds for a device, here the CPU (lazy raises at the op, before anything runs).
         errors = list(op.error_inputs("cpu"))
         metas = meta_samples(lambda device: op.error_inputs(device), len(errors))
         for index, (error, meta_error) in enumerate(zip(errors, metas)):
@@ -273,9 +281,9 @@ class TestLazyfuseOpInfo(TestCase):
     def _grad(self, op, dtype, record):
         compare = _Comparison(op, dtype, self)
         taken = 0
-        for index, sample, lazy_sample in _lazy_samples(op, dtype, record, requires_grad=True):
+        for index, sample, ref, lazy_sample in _lazy_samples(op, dtype, record, requires_grad=True):
             try:
-                expected = _grads(op, sample, seed=index)
+                expected = _grads(op, ref, seed=index)
             except Exception:  # noqa: BLE001 (eager has no gradient for this sample)
                 record.cpu_rejected += 1
                 continue
@@ -285,7 +293,7 @@ class TestLazyfuseOpInfo(TestCase):
             with _sample_check(record, index, sample):
                 actual = _grads(op, lazy_sample, seed=index)
                 lazyfuse.mark_step()
-                compare.same(to_cpu(actual), expected, "gradients")
+                compare.same(to_cpu(actual), from_reference(expected), "gradients")
             if taken == GRAD_SAMPLES:
                 break
 
@@ -323,14 +331,15 @@ def _samples(op, dtype, requires_grad=False):
 
 
 def _lazy_samples(op, dtype, record, requires_grad=False, keep=None):
-    """(index, cpu sample, lazy copy) for the op's samples that `keep` accepts (all by default)
-    and that can be moved to lazy; one that cannot counts as a failed sample."""
+    """(index, cpu sample, its copy on the reference device, lazy copy) for the op's samples
+    that `keep` accepts (all by default) and that can be moved to lazy; one that cannot counts as
+    a failed sample. On the CPU the reference copy is the cpu sample itself."""
     for index, sample, meta in _samples(op, dtype, requires_grad):
         if keep is not None and not keep(sample):
             continue
         lazy_sample = _lazy_copy(sample, meta, record, index)
         if lazy_sample is not None:
-            yield index, sample, lazy_sample
+            yield index, sample, sample_to_reference(sample, meta), lazy_sample
 
 
 def _lazy_copy(sample, meta, record, index):

@@ -1,5 +1,6 @@
-"""Shared fixtures for the lazyfuse tests. Every test compares the lazy device with eager CPU
-PyTorch; nothing here hard-codes a result."""
+"""Shared fixtures for the lazyfuse tests. Every test compares the lazy device with eager
+PyTorch, on the hardware device where values are compared (helpers.REFERENCE); nothing here
+hard-codes a result."""
 
 import gc
 import os

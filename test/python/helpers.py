@@ -1,4 +1,4 @@
-"""Helpers shared by the test files: run a function on CPU and on lazy copies, compare (also for
+"""Helpers shared by the test files: run a function eagerly and on lazy copies, compare (also for
 functions that mutate their arguments); a seeded input tensor."""
 
 import torch
@@ -7,14 +7,37 @@ import lazyfuse
 
 LAZY = torch.device("lazy")
 
+# Where eager PyTorch computes the values lazy results are compared with: the hardware device, so
+# that lazy tensors running on CUDA meet eager CUDA's kernels and its random generator (the one
+# random lazy ops draw from, see lazyfuse.manual_seed). On the CPU, tensors already there stay
+# the same objects, so in-place ops on them behave as if eager ran on them directly.
+REFERENCE = torch.device(lazyfuse.hardware_device())
+
+
+def to_device(value, device):
+    """Copies on `device` of the tensors in `value` (a tensor, or a list/tuple of them); others as
+    is. A tensor already there is returned itself."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
 
 def to_lazy(value):
     """Lazy copies of the tensors in `value` (a tensor, or a list/tuple of them); others as is."""
-    if isinstance(value, torch.Tensor):
-        return value.to(LAZY)
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_lazy(v) for v in value)
-    return value
+    return to_device(value, LAZY)
+
+
+def to_reference(value):
+    """The tensors in `value` on the reference device (on the CPU: the same tensors)."""
+    return to_device(value, REFERENCE)
+
+
+def reference(fn, *cpu_inputs):
+    """`fn` run eagerly on `cpu_inputs` moved to the reference device, its result brought back
+    to the CPU: the expected value of `fn` run on lazy copies of `cpu_inputs`."""
+    return to_cpu(fn(*to_reference(list(cpu_inputs))))
 
 
 def to_cpu(value):
@@ -26,9 +49,9 @@ def to_cpu(value):
 
 
 def assert_same(fn, *cpu_inputs, **close_kwargs):
-    """Runs `fn` on `cpu_inputs` and on lazy copies of them, checks the lazy results are lazy and
-    equal eager's; returns the lazy result brought back to the CPU."""
-    expected = fn(*cpu_inputs)
+    """Runs `fn` eagerly on the reference device and on lazy copies of `cpu_inputs`, checks the
+    lazy results are lazy and equal eager's; returns the lazy result brought back to the CPU."""
+    expected = reference(fn, *cpu_inputs)
     lazy_out = fn(*to_lazy(list(cpu_inputs)))
     _check_lazy(lazy_out)
     actual = to_cpu(lazy_out)
@@ -49,8 +72,9 @@ def base(shape=(4, 5), seed=0):
 
 
 def assert_mutation_same(fn, *cpu_inputs, mark_step=False):
-    """`fn` mutates its arguments (and may return tensors); compares inputs and returns."""
-    cpu_args = [t.clone() for t in cpu_inputs]
+    """`fn` mutates its arguments (and may return tensors); compares inputs and returns with
+    eager's on the reference device."""
+    cpu_args = to_reference([t.clone() for t in cpu_inputs])
     lazy_args = to_lazy([t.clone() for t in cpu_inputs])
     expected = fn(*cpu_args)
     actual = fn(*lazy_args)
@@ -58,22 +82,23 @@ def assert_mutation_same(fn, *cpu_inputs, mark_step=False):
         lazyfuse.mark_step()
     for lazy_arg, cpu_arg in zip(lazy_args, cpu_args):
         assert lazy_arg.device.type == "lazy"
-        torch.testing.assert_close(lazy_arg.cpu(), cpu_arg)
+        torch.testing.assert_close(lazy_arg.cpu(), cpu_arg.cpu())
     if expected is not None:
-        torch.testing.assert_close(to_cpu(actual), expected)
+        torch.testing.assert_close(to_cpu(actual), to_cpu(expected))
 
 
 
 def train_side_by_side(make_model, make_optimizer, x, y, steps):
-    """Trains `make_model()` on the CPU and a lazy copy of it (same initial weights) with MSE on
-    (x, y) for `steps` steps, one mark_step per step, checking each step's loss against eager's;
-    returns both models."""
+    """Trains `make_model()` on the reference device and a lazy copy of it (same initial weights)
+    with MSE on CPU tensors (x, y) for `steps` steps, one mark_step per step, checking each step's
+    loss against eager's; returns both models (the eager one on the reference device)."""
     import torch.nn.functional as F
 
     model = make_model()
     lazy_model = make_model().to(LAZY)
     lazy_model.load_state_dict({k: v.to(LAZY) for k, v in model.state_dict().items()})
-    sides = ((model, make_optimizer(model.parameters()), x, y),
+    model.to(REFERENCE)
+    sides = ((model, make_optimizer(model.parameters()), *to_reference((x, y))),
              (lazy_model, make_optimizer(lazy_model.parameters()), x.to(LAZY), y.to(LAZY)))
     for _ in range(steps):
         losses = []
@@ -84,5 +109,5 @@ def train_side_by_side(make_model, make_optimizer, x, y, steps):
             opt.step()
             losses.append(loss.detach())
         lazyfuse.mark_step()
-        torch.testing.assert_close(losses[1].cpu(), losses[0])
+        torch.testing.assert_close(losses[1].cpu(), losses[0].cpu())
     return model, lazy_model

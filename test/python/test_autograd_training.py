@@ -1,4 +1,5 @@
-"""Autograd and whole training loops on the lazy device, against the same thing on the CPU."""
+"""Autograd and whole training loops on the lazy device, against the same thing run eagerly on
+the hardware device."""
 
 import copy
 import importlib
@@ -9,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import lazyfuse
-from helpers import to_lazy
+from helpers import REFERENCE, reference, to_lazy, to_reference
 
 
 def randn(*shape, seed=0):
@@ -17,18 +18,18 @@ def randn(*shape, seed=0):
 
 
 def grads_same(fn, *cpu_inputs, **close_kwargs):
-    """Runs `fn` (returning a scalar) and its backward on CPU leaves and on lazy leaves; compares
-    the value and the gradient of every input."""
-    cpu_leaves = [t.clone().requires_grad_() for t in cpu_inputs]
+    """Runs `fn` (returning a scalar) and its backward on leaves on the reference device and on
+    lazy leaves; compares the value and the gradient of every input."""
+    cpu_leaves = [t.clone().to(REFERENCE).requires_grad_() for t in cpu_inputs]
     lazy_leaves = [t.to("lazy").requires_grad_() for t in cpu_inputs]
     expected = fn(*cpu_leaves)
     expected.backward()
     actual = fn(*lazy_leaves)
     actual.backward()
-    torch.testing.assert_close(actual.detach().cpu(), expected.detach(), **close_kwargs)
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach().cpu(), **close_kwargs)
     for lazy_leaf, cpu_leaf in zip(lazy_leaves, cpu_leaves):
         assert lazy_leaf.grad is not None and lazy_leaf.grad.device.type == "lazy"
-        torch.testing.assert_close(lazy_leaf.grad.cpu(), cpu_leaf.grad, **close_kwargs)
+        torch.testing.assert_close(lazy_leaf.grad.cpu(), cpu_leaf.grad.cpu(), **close_kwargs)
 
 
 # ---- small graphs --------------------------------------------------------------------------
@@ -74,7 +75,7 @@ def test_backward_cross_entropy():
     lazy_target = target.to("lazy")
 
     def loss(x):
-        t = lazy_target if x.device.type == "lazy" else target
+        t = lazy_target if x.device.type == "lazy" else target.to(x.device)
         return F.cross_entropy(x, t)
 
     grads_same(loss, randn(3, 5))
@@ -97,16 +98,16 @@ def test_backward_through_in_place_and_views():
 
 
 def test_grad_accumulates_over_two_backwards():
-    cpu = randn(4).requires_grad_()
+    cpu = randn(4).to(REFERENCE).requires_grad_()
     lazy = randn(4).to("lazy").requires_grad_()
     for x in (cpu, lazy):
         (x * 2).sum().backward()
         (x * x).sum().backward()
-    torch.testing.assert_close(lazy.grad.cpu(), cpu.grad)
+    torch.testing.assert_close(lazy.grad.cpu(), cpu.grad.cpu())
 
 
 def test_autograd_grad_and_retain_graph():
-    cpu = randn(3, 3).requires_grad_()
+    cpu = randn(3, 3).to(REFERENCE).requires_grad_()
     lazy = randn(3, 3).to("lazy").requires_grad_()
     results = []
     for x in (cpu, lazy):
@@ -118,7 +119,7 @@ def test_autograd_grad_and_retain_graph():
 
 
 def test_double_backward():
-    cpu = randn(4).requires_grad_()
+    cpu = randn(4).to(REFERENCE).requires_grad_()
     lazy = randn(4).to("lazy").requires_grad_()
     results = []
     for x in (cpu, lazy):
@@ -138,14 +139,14 @@ def test_no_grad_and_detach():
 
 
 def test_backward_after_mark_step_between_forward_and_backward():
-    cpu = randn(3, 4).requires_grad_()
+    cpu = randn(3, 4).to(REFERENCE).requires_grad_()
     lazy = randn(3, 4).to("lazy").requires_grad_()
     for x in (cpu, lazy):
         loss = (x.tanh() @ x.t()).sum()
         if x.device.type == "lazy":
             lazyfuse.mark_step()
         loss.backward()
-    torch.testing.assert_close(lazy.grad.cpu(), cpu.grad)
+    torch.testing.assert_close(lazy.grad.cpu(), cpu.grad.cpu())
 
 
 # ---- training parity -----------------------------------------------------------------------
@@ -199,6 +200,8 @@ def train(model, optimizer, xs, ys, lazy, counters=None):
     for x, y in zip(xs, ys):
         if lazy:
             x, y = x.to("lazy"), y.to("lazy")
+        else:
+            x, y = to_reference((x, y))
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
         loss.backward()
@@ -218,6 +221,7 @@ def test_training_parity(model_name, optimizer_name, counters):
     cpu_model = MLP() if model_name == "mlp" else SmallCNN()
     lazy_model = copy.deepcopy(cpu_model).to("lazy")
     lazy_model.load_state_dict(cpu_model.state_dict())
+    cpu_model.to(REFERENCE)
     for p in lazy_model.parameters():
         assert p.device.type == "lazy"
     xs, ys = make_data(model_name)
@@ -230,7 +234,7 @@ def test_training_parity(model_name, optimizer_name, counters):
 
     torch.testing.assert_close(actual, expected)
     for name, p in lazy_model.state_dict().items():
-        torch.testing.assert_close(p.cpu(), cpu_model.state_dict()[name], msg=name)
+        torch.testing.assert_close(p.cpu(), cpu_model.state_dict()[name].cpu(), msg=name)
 
     # Steps settle into one graph each: after the first few, each step's mark_step runs one
     # cached graph. The exception: a small step graph is compiled fused once it has run often
@@ -260,11 +264,12 @@ def test_eval_forward_under_no_grad():
     torch.manual_seed(0)
     model = SmallCNN().eval()
     lazy_model = copy.deepcopy(model).to("lazy")
+    model.to(REFERENCE)
     x = randn(2, 1, 8, 8)
     with torch.no_grad():
-        expected = model(x)
+        expected = model(x.to(REFERENCE))
         actual = lazy_model(x.to("lazy"))
-    torch.testing.assert_close(actual.cpu(), expected)
+    torch.testing.assert_close(actual.cpu(), expected.cpu())
 
 
 def test_batchnorm_training_parity():
@@ -272,6 +277,7 @@ def test_batchnorm_training_parity():
     cpu_model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
                               nn.Linear(4 * 6 * 6, 3))
     lazy_model = copy.deepcopy(cpu_model).to("lazy")
+    cpu_model.to(REFERENCE)
     xs = randn(3, 4, 1, 8, 8)
     ys = torch.tensor([[0, 1, 2, 0]] * 3)
     for model, lazy in ((cpu_model, False), (lazy_model, True)):
@@ -280,6 +286,8 @@ def test_batchnorm_training_parity():
         for x, y in zip(xs, ys):
             if lazy:
                 x, y = to_lazy(x), to_lazy(y)
+            else:
+                x, y = to_reference((x, y))
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
@@ -290,7 +298,7 @@ def test_batchnorm_training_parity():
         model.losses = torch.stack(losses)
     torch.testing.assert_close(lazy_model.losses, cpu_model.losses)
     for name, t in lazy_model.state_dict().items():
-        torch.testing.assert_close(t.cpu(), cpu_model.state_dict()[name], msg=name)
+        torch.testing.assert_close(t.cpu(), cpu_model.state_dict()[name].cpu(), msg=name)
 
 
 OPTIMIZERS = {
@@ -310,6 +318,7 @@ def test_optimizer_variants_parity(name, clip):
     torch.manual_seed(0)
     cpu_model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
     lazy_model = copy.deepcopy(cpu_model).to("lazy")
+    cpu_model.to(REFERENCE)
     g = torch.Generator().manual_seed(2)
     xs, ys = torch.randn(5, 4, 8, generator=g), torch.randint(0, 3, (5, 4), generator=g)
     results = []
@@ -319,6 +328,8 @@ def test_optimizer_variants_parity(name, clip):
         for x, y in zip(xs, ys):
             if lazy:
                 x, y = x.to("lazy"), y.to("lazy")
+            else:
+                x, y = to_reference((x, y))
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
@@ -331,7 +342,7 @@ def test_optimizer_variants_parity(name, clip):
         results.append(torch.stack([loss.cpu() for loss in losses]))
     torch.testing.assert_close(results[1], results[0])
     for (name_, p_lazy), p_cpu in zip(lazy_model.named_parameters(), cpu_model.parameters()):
-        torch.testing.assert_close(p_lazy.detach().cpu(), p_cpu.detach(), msg=name_)
+        torch.testing.assert_close(p_lazy.detach().cpu(), p_cpu.detach().cpu(), msg=name_)
 
 
 # ---- optimizers default to foreach on lazy (Note [Optimizers default to foreach on lazy]) ----
@@ -375,14 +386,14 @@ def test_optimizers_default_to_foreach_on_lazy(name):
     assert default_ops == foreach_ops
     # One node per _foreach_* op for all five tensors together, against several per tensor.
     assert default_ops * 3 <= loop_ops
-    eager = [p.detach().clone().requires_grad_(True) for p in params]
+    eager = [p.detach().clone().to(REFERENCE).requires_grad_(True) for p in params]
     opt = make(eager, foreach=True)
     for _ in range(3):
         for p, g in zip(eager, grads):
-            p.grad = g.clone()
+            p.grad = g.clone().to(REFERENCE)
         opt.step()
     for p_lazy, p_eager in zip(lazy, eager):
-        torch.testing.assert_close(p_lazy.detach().cpu(), p_eager.detach())
+        torch.testing.assert_close(p_lazy.detach().cpu(), p_eager.detach().cpu())
 
 
 def test_foreach_scalar_lists_are_graph_parameters(counters):
@@ -396,8 +407,10 @@ def test_foreach_scalar_lists_are_graph_parameters(counters):
         out = torch._foreach_addcdiv(lazy, lazy, [t.abs() + 1 for t in lazy], scalars)
         torch._foreach_div_(out, scalars)
         got = [t.cpu() for t in out]
-        expected = torch._foreach_div(torch._foreach_addcdiv(xs, xs, [t.abs() + 1 for t in xs], scalars),
-                                      scalars)
+        expected = reference(
+            lambda xs: torch._foreach_div(
+                torch._foreach_addcdiv(xs, xs, [t.abs() + 1 for t in xs], scalars), scalars),
+            xs)
         for g, e in zip(got, expected):
             torch.testing.assert_close(g, e)
         if step > 0:

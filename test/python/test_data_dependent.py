@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import lazyfuse  # noqa: F401 (registers the lazy device)
+from helpers import REFERENCE, reference
 
 
 def randn(*shape, seed=0):
@@ -12,10 +13,10 @@ def randn(*shape, seed=0):
 
 
 def run_both(fn, *cpu_inputs):
-    """(eager result, lazy result) of fn; the lazy inputs start from a pending computation so the
-    op must sync them first."""
+    """(eager result on the CPU, lazy result) of fn; the lazy inputs start from a pending
+    computation so the op must sync them first."""
     lazy_inputs = [t.to("lazy") * 1 for t in cpu_inputs]
-    return fn(*cpu_inputs), fn(*lazy_inputs)
+    return reference(fn, *cpu_inputs), fn(*lazy_inputs)
 
 
 def assert_continues_lazily(counters, lazy_result, expected_result, follow):
@@ -135,7 +136,7 @@ def test_item_counts_and_value(counters):
 def test_item_feeds_later_lazy_ops():
     x = randn(5)
     results = []
-    for device in ("cpu", "lazy"):
+    for device in (REFERENCE, "lazy"):
         t = x.to(device)
         scale = t.abs().max().item()
         results.append((t / scale + scale).cpu())
@@ -145,7 +146,7 @@ def test_item_feeds_later_lazy_ops():
 def test_data_dependent_ops_in_a_loop_match_eager():
     x = randn(6, 4, seed=3)
     outs = []
-    for device in ("cpu", "lazy"):
+    for device in (REFERENCE, "lazy"):
         t = x.to(device)
         acc = torch.zeros((), device=device)
         for k in range(3):
