@@ -92,6 +92,7 @@ int64_t endElement(const at::Tensor& t) {
 
 /// at::has_internal_overlap(t) == MemOverlap::Yes.
 bool overlapsItself(const at::Tensor& t) {
+  if (t.numel() == 0) return false;  // no element is written twice
   for (int64_t d = 0; d < t.dim(); ++d) {
     if (t.size(d) > 1 && t.stride(d) == 0) return true;
   }

@@ -280,3 +280,13 @@ def test_write_into_expanded_tensor_raises(write):
     expected = torch.ones(1, 3)
     write(expected)
     torch.testing.assert_close(x.cpu(), expected)
+
+
+
+def test_write_into_empty_tensor_with_zero_stride_works():
+    """Without elements nothing is written twice, whatever the strides: zeros_like of an empty
+    result with a zero stride (nonzero's of an all-zero input) is no expanded write."""
+    like = torch.empty_strided((0, 2), (1, 0))
+    zeros = torch.zeros_like(like, device="lazy")
+    assert zeros.shape == like.shape and zeros.device.type == "lazy"
+    assert zeros.cpu().shape == like.shape
