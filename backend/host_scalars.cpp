@@ -168,8 +168,8 @@ void functionalizeMaskedFill(const c10::OperatorHandle& op, c10::DispatchKeySet 
 void registerHostScalarKernels(torch::Library& lazy_lib, torch::Library& functionalize_lib) {
   auto wrap = [&](const char* name, const char* overload, torch::CppFunction kernel) {
     auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
-    functionalizeKernels().emplace(&op.schema(),
-                                   op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
+    functionalizeKernels().emplace(
+        &op.schema(), op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
     functionalize_lib.impl((std::string(name).substr(6) + "." + overload).c_str(),
                            std::move(kernel));
   };
