@@ -188,6 +188,26 @@ IxPtr ixOffset(const std::vector<IxPtr>& index, const std::vector<int64_t>& stri
   return offset;
 }
 
+bool ixAddAffine(const IxPtr& ix, int64_t scale, std::vector<int64_t>& coeffs, int64_t& constant) {
+  switch (ix->op) {
+    case IxOp::kConst: constant += scale * ix->value; return true;
+    case IxOp::kVar:
+      if (ix->value < 0 || ix->value >= static_cast<int64_t>(coeffs.size())) return false;
+      coeffs[ix->value] += scale;
+      return true;
+    case IxOp::kAdd:
+      return ixAddAffine(ix->a, scale, coeffs, constant) &&
+             ixAddAffine(ix->b, scale, coeffs, constant);
+    case IxOp::kMul:
+      if (ix->b->op == IxOp::kConst)
+        return ixAddAffine(ix->a, scale * ix->b->value, coeffs, constant);
+      if (ix->a->op == IxOp::kConst)
+        return ixAddAffine(ix->b, scale * ix->a->value, coeffs, constant);
+      return false;
+    default: return false;
+  }
+}
+
 IxPtr ixFlatIndex(const std::vector<int64_t>& domain) {
   std::vector<IxPtr> vars;
   std::vector<int64_t> strides(domain.size());

@@ -61,6 +61,9 @@ void ixCollectVars(const IxPtr& ix, std::vector<bool>& vars, std::vector<bool>& 
 IxPtr ixFlatIndex(const std::vector<int64_t>& domain);
 /// sum(index[d] * strides[d]).
 IxPtr ixOffset(const std::vector<IxPtr>& index, const std::vector<int64_t>& strides);
+/// Adds `scale` times `ix` to `coeffs` (per domain variable) and `constant`; false when `ix` is
+/// not affine in the domain variables (a division, remainder, min, max or reduction variable).
+bool ixAddAffine(const IxPtr& ix, int64_t scale, std::vector<int64_t>& coeffs, int64_t& constant);
 
 enum class KOp : uint8_t {
   kLoad,    // buffers[buffer] at offset `index`

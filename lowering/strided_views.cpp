@@ -72,27 +72,6 @@ class RenameProbe final : public LoopContext {
   int visits_ = 0;
 };
 
-/// Adds `scale` times `ix` to `coeffs` (per index variable) and `constant`; false when `ix` is
-/// not affine in the index variables.
-bool addAffine(const IxPtr& ix, int64_t scale, std::vector<int64_t>& coeffs, int64_t& constant) {
-  switch (ix->op) {
-    case IxOp::kConst: constant += scale * ix->value; return true;
-    case IxOp::kVar:
-      if (ix->value < 0 || ix->value >= static_cast<int64_t>(coeffs.size())) return false;
-      coeffs[ix->value] += scale;
-      return true;
-    case IxOp::kAdd:
-      return addAffine(ix->a, scale, coeffs, constant) && addAffine(ix->b, scale, coeffs, constant);
-    case IxOp::kMul:
-      if (ix->b->op == IxOp::kConst)
-        return addAffine(ix->a, scale * ix->b->value, coeffs, constant);
-      if (ix->a->op == IxOp::kConst)
-        return addAffine(ix->b, scale * ix->a->value, coeffs, constant);
-      return false;
-    default: return false;
-  }
-}
-
 }  // namespace
 
 std::optional<StridedView> stridedViewOf(const Graph& graph, const Partition& p, LoopId id,
@@ -112,7 +91,7 @@ std::optional<StridedView> stridedViewOf(const Graph& graph, const Partition& p,
   if (root.kind == LoopNode::kCompute && root_meta.numel() > meta.numel()) return std::nullopt;
   std::vector<int64_t> strides(node.sizes.size(), 0);
   int64_t offset = 0;
-  if (!addAffine(ixOffset(read.index, root_meta.strides), 1, strides, offset) || offset < 0) {
+  if (!ixAddAffine(ixOffset(read.index, root_meta.strides), 1, strides, offset) || offset < 0) {
     return std::nullopt;
   }
   for (size_t d = 0; d < strides.size(); ++d) {

@@ -1,13 +1,12 @@
-// Coalescing kernel domains (Note [Coalescing kernel domains]): which
-// dimensions become one, which stay apart, and the index expressions
-// afterwards.
+// Coalescing kernel domains (Note [Coalescing kernel domains]): which dimensions become one,
+// which stay apart, and the index expressions afterwards.
+#include "lowering/passes.h"
+#include "test/cpp/kernel_test_builder.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
-
-#include "lowering/passes.h"
-#include "test/cpp/kernel_test_builder.h"
 
 namespace lazyfuse {
 namespace {
