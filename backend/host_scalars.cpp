@@ -1,5 +1,6 @@
 #include "backend/host_scalars.h"
 
+#include "backend/device.h"
 #include "backend/recorder.h"
 
 #include <ATen/Dispatch.h>
@@ -77,10 +78,6 @@ std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>& functio
   static auto* instance =
       new std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>();
   return *instance;
-}
-
-bool isLazy(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.device().type() == c10::DeviceType::Lazy;
 }
 
 void functionalizePackedScalars(const c10::OperatorHandle& op, c10::DispatchKeySet keys,

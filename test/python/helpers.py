@@ -41,11 +41,8 @@ def reference(fn, *cpu_inputs):
 
 
 def to_cpu(value):
-    if isinstance(value, torch.Tensor):
-        return value.cpu()
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_cpu(v) for v in value)
-    return value
+    """The tensors in `value` brought to the CPU; others as is."""
+    return to_device(value, torch.device("cpu"))
 
 
 def assert_same(fn, *cpu_inputs, **close_kwargs):
