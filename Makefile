@@ -102,8 +102,9 @@ test-cpp: build
 # kernels (by default only graphs with enough work are; test_fusion.py forces it itself).
 # LAZYFUSE_NVRTC_CHECK: every kernel fused on the CPU is also rendered as CUDA and compiled by
 # NVRTC for sm_90 (H100), so the GPU target is checked without a GPU.
-# Last, the fusion tests once more with the CUDA rendering of each kernel run on the CPU
-# (LAZYFUSE_CUDA_EMULATION, Note [CUDA emulation]): the GPU kernels' numbers against eager.
+# Last, the fusion and donation tests once more with the CUDA rendering of each kernel run on
+# the CPU (LAZYFUSE_CUDA_EMULATION, Note [CUDA emulation]): the GPU kernels' numbers against
+# eager.
 NVRTC_CHECK ?= 90
 test-python: build
 	LAZYFUSE_NVRTC_CHECK=$(NVRTC_CHECK) $(PY) -m pytest test/python -q
@@ -111,6 +112,7 @@ test-python: build
 	  test/python/test_autograd_training.py test/python/test_views_mutation.py \
 	  test/python/test_view_metadata.py test/python/test_inference_mode.py
 	LAZYFUSE_CUDA_EMULATION=1 $(PY) -m pytest -q test/python/test_fusion.py \
+	  test/python/test_donation.py \
 	  -k "not test_dumps_plan_and_source"
 
 # OPINFO_SUBSET=ci runs the smaller fixed subset (every OpInfo at least once in float32).

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace lazyfuse {
 namespace {
@@ -113,8 +114,38 @@ bool renamesDeviceData(const std::vector<Value>& roots, std::vector<at::Tensor>&
   return true;
 }
 
+/// For each node position of `graph`, whether it is device data whose node nothing reaches but
+/// the graph and the sync targets, which the run replaces: its buffer may be donated (Note
+/// [Donated buffers] in lowering/plan_donations.cpp). A node is held from outside when it has
+/// more references than the graph, its users in the graph, `roots` and the targets account for,
+/// and so is every node it feeds.
+std::vector<uint8_t> freeDataInputs(const Graph& graph, const std::vector<Value>& roots,
+                                    const std::vector<LazyData*>& targets) {
+  const std::vector<NodePtr>& nodes = graph.nodes();
+  std::vector<size_t> internal(nodes.size(), 1);  // the graph's own reference
+  for (size_t position = 0; position < nodes.size(); ++position) {
+    for (const NodeRef& input : graph.inputsOf(position)) ++internal[input.position];
+  }
+  LF_INTERNAL_ASSERT(graph.outputs().size() == roots.size(), "a graph output per root");
+  std::unordered_set<const LazyData*> seen;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const uint32_t position = graph.outputs()[i].position;
+    internal[position] += 1 + (seen.insert(targets[i]).second ? 1 : 0);
+  }
+  std::vector<uint8_t> held(nodes.size(), 0);
+  for (size_t position = nodes.size(); position-- > 0;) {
+    if (static_cast<size_t>(nodes[position].use_count()) > internal[position]) held[position] = 1;
+    if (!held[position]) continue;
+    for (const NodeRef& input : graph.inputsOf(position)) held[input.position] = 1;
+  }
+  std::vector<uint8_t> free(nodes.size(), 0);
+  for (uint32_t position : graph.dataPositions()) free[position] = !held[position];
+  return free;
+}
+
 /// Runs one graph computing the pending values of `targets` and stores the results in them.
-void runTargets(const std::vector<LazyData*>& targets) {
+/// `donation` counts the outputs written into donated memory, also when the run fails.
+void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) {
   std::vector<Value> roots;
   for (LazyData* target : targets) roots.push_back(target->pendingValue());
   std::vector<at::Tensor> shared;
@@ -127,7 +158,14 @@ void runTargets(const std::vector<LazyData*>& targets) {
   std::vector<at::Tensor> outputs;
   {
     ScopedTimer timer(metrics::execute_time);
-    outputs = runPlan(plan->plan, graph, plan->launcher(), plan->batchLauncher());
+    donation.free_data = freeDataInputs(graph, roots, targets);
+    try {
+      outputs = runPlan(plan->plan, graph, plan->launcher(), plan->batchLauncher(), &donation);
+    } catch (...) {
+      metrics::buffers_donated.add(donation.donated);
+      throw;
+    }
+    metrics::buffers_donated.add(donation.donated);
   }
   metrics::kernels_launched.add(static_cast<int64_t>(plan->plan.kernels.size()));
   metrics::graphs_executed.add();
@@ -153,7 +191,8 @@ void breakFailedTargets(const std::vector<LazyData*>& targets, const std::string
   for (LazyData* target : targets) {
     if (!target->isPending()) continue;  // listed twice, and already computed
     try {
-      runTargets({target});
+      DonationState donation;
+      runTargets({target}, donation);
     } catch (const std::exception&) {
       target->setBroken(currentErrorMessage());
     }
@@ -169,10 +208,18 @@ void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
     if (d->isPending()) targets.push_back(d.get());
   }
   if (targets.empty()) return;
+  DonationState donation;
   try {
-    runTargets(targets);
+    runTargets(targets, donation);
   } catch (const std::exception&) {
-    breakFailedTargets(targets, currentErrorMessage());
+    const std::string error = currentErrorMessage();
+    if (donation.donated == 0) {
+      breakFailedTargets(targets, error);
+    } else {
+      // Donated inputs are overwritten: a target alone would read them. See Note [Donated
+      // buffers].
+      for (LazyData* target : targets) target->setBroken(error);
+    }
     throw;
   }
 }

@@ -103,6 +103,7 @@ Counter& cuda_check_failures = *new Counter("CudaCheckFailures");
 Counter& cuda_emulated_launches = *new Counter("CudaEmulatedLaunches");
 Counter& cuda_launches = *new Counter("CudaLaunches");
 Counter& kernel_batch_launches = *new Counter("KernelBatchLaunches");
+Counter& buffers_donated = *new Counter("BuffersDonated");
 Counter& recurring_graphs_fused = *new Counter("RecurringGraphsFused");
 Timer& compile_time = *new Timer("CompileTime");
 Timer& execute_time = *new Timer("ExecuteTime");

@@ -79,6 +79,7 @@ extern Counter& cuda_emulated_launches;  // CudaEmulatedLaunches: CUDA kernels r
 extern Counter& cuda_launches;           // CudaLaunches: fused kernel launches on a GPU
 extern Counter& recurring_graphs_fused;  // RecurringGraphsFused: small graphs fused once they recur
 extern Counter& kernel_batch_launches;   // KernelBatchLaunches: kernel batches run by a batch kernel
+extern Counter& buffers_donated;  // BuffersDonated: kernel outputs written into inputs' memory
 extern Timer& compile_time;       // CompileTime
 extern Timer& execute_time;       // ExecuteTime
 }  // namespace metrics

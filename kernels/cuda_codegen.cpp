@@ -30,6 +30,12 @@ constexpr int kBlock = detail::kCudaBlock;
 // optimizer step over a 2M-element weight and a 64-element bias) still spreads evenly.
 constexpr int64_t kBatchChunk = 4096;
 
+/// The pointer declarator of a kernel buffer: __restrict__ unless the buffer may share memory
+/// with another one of the kernel (Note [Donated buffers]).
+std::string pointerQualifier(const KBuffer& buffer) {
+  return buffer.may_alias ? "* " : "* __restrict__ ";
+}
+
 }  // namespace
 
 namespace detail {
@@ -107,7 +113,8 @@ std::string CudaRenderer::signature(const std::string& name, const std::string& 
   for (size_t b = 0; b < k_.buffers.size(); ++b) {
     const KBuffer& buffer = k_.buffers[b];
     text += std::string(b ? ", " : "") + (buffer.output ? "" : "const ") +
-            detail::cudaStorageType(buffer.dtype) + "* __restrict__ b" + std::to_string(b);
+            detail::cudaStorageType(buffer.dtype) + pointerQualifier(buffer) + "b" +
+            std::to_string(b);
   }
   for (size_t p = 0; p < k_.params.size(); ++p) {
     text += std::string(p || !k_.buffers.empty() ? ", " : "") +
@@ -135,8 +142,8 @@ std::string CudaRenderer::batchPrologue() const {
   for (size_t b = 0; b < k_.buffers.size(); ++b) {
     const std::string name = "b" + std::to_string(b);
     out += "  " + std::string(k_.buffers[b].output ? "" : "const ") +
-           detail::cudaStorageType(k_.buffers[b].dtype) + "* __restrict__ " + name + " = tab." +
-           name + "[lo];\n";
+           detail::cudaStorageType(k_.buffers[b].dtype) + pointerQualifier(k_.buffers[b]) + name +
+           " = tab." + name + "[lo];\n";
   }
   for (size_t p = 0; p < k_.params.size(); ++p) {
     const std::string name = (k_.params[p].floating ? "fp" : "ip") + std::to_string(p);

@@ -4,7 +4,6 @@
 #include "lazy_ir/check.h"
 
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Stream.h>
@@ -44,24 +43,14 @@ int attribute(const CudaDriverApi& api, int which, c10::Device device) {
   return value;
 }
 
-at::Tensor& bufferSlot(const BufferBinding& b, const Graph& graph, PlanValues& values) {
-  if (b.temp) return values.temps.at(b.slot);
-  auto& outputs = values.nodes.at(b.value.position);
-  outputs.resize(std::max<size_t>(outputs.size(), graph.nodes()[b.value.position]->numOutputs()));
-  return outputs.at(b.value.index);
-}
-
-/// The address of each buffer of `fused`, its outputs allocated on `device` first.
+/// The address of each buffer of `fused`, its outputs allocated on `device` (or donated) first.
 std::vector<void*> kernelPointers(const FusedKernel& fused, const Graph& graph,
                                   PlanValues& values, c10::Device device) {
   std::vector<void*> pointers(fused.buffers.size(), nullptr);
   for (size_t i = 0; i < fused.buffers.size(); ++i) {
     const BufferBinding& b = fused.buffers[i];
-    at::Tensor& slot = bufferSlot(b, graph, values);
-    if (fused.kernel.buffers[i].output) {
-      slot = at::empty_strided(b.meta.sizes, b.meta.strides,
-                               at::TensorOptions().dtype(b.meta.dtype).device(device));
-    }
+    at::Tensor& slot = bindingSlot(b, graph, values);
+    if (fused.kernel.buffers[i].output) slot = outputBuffer(fused, i, graph, values, device);
     LF_INTERNAL_ASSERT(slot.defined() && slot.device() == device, "kernel ", fused.kernel.name,
                        " reads a buffer that is not on ", device);
     pointers[i] = slot.data_ptr();

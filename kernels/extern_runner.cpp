@@ -149,7 +149,8 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
 }
 
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
-                                const KernelLauncher& launch, const BatchLauncher& launch_batch) {
+                                const KernelLauncher& launch, const BatchLauncher& launch_batch,
+                                DonationState* donation) {
   LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
   LF_INTERNAL_ASSERT(plan.kernels.empty() || launch, "plan run without its kernels");
   // Real tensors need no autograd here: lazy autograd already recorded the backward ops.
@@ -157,6 +158,7 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
   PlanValues values;
   values.nodes.resize(graph.nodes().size());
   values.temps.resize(plan.num_temps);
+  values.donation = donation;
   for (uint32_t position : graph.dataPositions()) {
     values.nodes[position] = {graph.nodes()[position]->data()};
   }

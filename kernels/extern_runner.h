@@ -28,10 +28,12 @@ using BatchLauncher = std::function<void(size_t index, const Graph& graph, PlanV
 
 /// runPlan with the fused kernel steps run by `launch` (which may be empty for a plan without
 /// fused kernels) and the kernel batches by `launch_batch`, or member by member by `launch`
-/// when `launch_batch` is empty.
+/// when `launch_batch` is empty. With `donation`, kernel outputs may be written into the memory
+/// of inputs it frees (Note [Donated buffers]), and it counts them.
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const KernelLauncher& launch,
-                                const BatchLauncher& launch_batch = {});
+                                const BatchLauncher& launch_batch = {},
+                                DonationState* donation = nullptr);
 
 /// A tensor with exactly `meta`'s sizes and strides holding `tensor`'s values; `tensor` itself
 /// when its layout already matches.

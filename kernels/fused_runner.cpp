@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 namespace lazyfuse {
 namespace {
@@ -36,30 +38,27 @@ void adviseHugePages(void* data, size_t bytes) {
 #endif
 }
 
-at::Tensor& slotFor(const BufferBinding& b, const Graph& graph, PlanValues& values) {
-  if (b.temp) return values.temps.at(b.slot);
-  auto& outputs = values.nodes.at(b.value.position);
-  outputs.resize(std::max<size_t>(outputs.size(), graph.nodes()[b.value.position]->numOutputs()));
-  return outputs.at(b.value.index);
-}
-
-
-/// Allocates `fused`'s outputs as the plan laid them out and appends the addresses of its
-/// buffers to `pointers`, its parameters to `iparams` and `fparams`.
+/// Allocates `fused`'s outputs as the plan laid them out (or takes donated memory, when
+/// `donate`) and appends the addresses of its buffers to `pointers`, its parameters to
+/// `iparams` and `fparams`.
 void gatherArguments(const FusedKernel& fused, const Graph& graph, PlanValues& values,
-                     std::vector<void*>& pointers, std::vector<int64_t>& iparams,
+                     bool donate, std::vector<void*>& pointers, std::vector<int64_t>& iparams,
                      std::vector<double>& fparams) {
+  DonationState* const donation = values.donation;
+  if (!donate) values.donation = nullptr;
   for (size_t i = 0; i < fused.buffers.size(); ++i) {
     const BufferBinding& b = fused.buffers[i];
-    at::Tensor& slot = slotFor(b, graph, values);
+    at::Tensor& slot = bindingSlot(b, graph, values);
     if (fused.kernel.buffers[i].output) {
-      slot = at::empty_strided(b.meta.sizes, b.meta.strides,
-                               at::TensorOptions().dtype(b.meta.dtype).device(c10::kCPU));
-      adviseHugePages(slot.data_ptr(), slot.storage().nbytes());  // Note [Huge pages for ...]
+      bool fresh = true;
+      slot = outputBuffer(fused, i, graph, values, c10::kCPU, &fresh);
+      // See Note [Huge pages for kernel outputs].
+      if (fresh) adviseHugePages(slot.data_ptr(), slot.storage().nbytes());
     }
     LF_INTERNAL_ASSERT(slot.defined(), "kernel ", fused.kernel.name, " reads a missing buffer");
     pointers.push_back(slot.data_ptr());
   }
+  values.donation = donation;
   for (const ParamBinding& p : fused.params) {
     const c10::Scalar s = paramValue(graph, p);
     iparams.push_back(p.floating ? 0 : s.toLong());
@@ -67,14 +66,62 @@ void gatherArguments(const FusedKernel& fused, const Graph& graph, PlanValues& v
   }
 }
 
+/// True when `tensor` can be written as `meta` in place of the value it holds: only the plan's
+/// values (and, for device data, its node) hold it, and only it holds its storage.
+bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device device,
+               bool device_data) {
+  const size_t holders = device_data ? 2 : 1;
+  return tensor.defined() && static_cast<size_t>(tensor.use_count()) == holders &&
+         tensor.storage().use_count() == 1 && tensor.device() == device &&
+         tensor.scalar_type() == meta.dtype && tensor.sizes() == c10::IntArrayRef(meta.sizes) &&
+         tensor.strides() == c10::IntArrayRef(meta.strides);
+}
+
+bool donationEnabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("LAZYFUSE_DONATE");
+    const std::string value = env ? env : "";
+    return value != "0" && value != "off";
+  }();
+  return enabled;
+}
+
 }  // namespace
+
+at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& values) {
+  if (b.temp) return values.temps.at(b.slot);
+  auto& outputs = values.nodes.at(b.value.position);
+  outputs.resize(std::max<size_t>(outputs.size(), graph.nodes()[b.value.position]->numOutputs()));
+  return outputs.at(b.value.index);
+}
+
+at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& graph,
+                        PlanValues& values, c10::Device device, bool* fresh) {
+  const TensorMeta& meta = fused.buffers.at(buffer).meta;
+  if (values.donation && donationEnabled()) {
+    for (const Donation& d : fused.donations) {
+      if (static_cast<size_t>(d.output) != buffer) continue;
+      const BufferBinding& in = fused.buffers.at(d.input);
+      const bool device_data = graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData;
+      if (device_data && !values.donation->free_data.at(in.value.position)) break;
+      const at::Tensor& input = bindingSlot(in, graph, values);
+      if (!donatable(input, meta, device, device_data)) break;
+      ++values.donation->donated;
+      if (fresh) *fresh = false;
+      return input;
+    }
+  }
+  if (fresh) *fresh = true;
+  return at::empty_strided(meta.sizes, meta.strides,
+                           at::TensorOptions().dtype(meta.dtype).device(device));
+}
 
 void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph,
                     PlanValues& values) {
   std::vector<void*> pointers;
   std::vector<int64_t> iparams;
   std::vector<double> fparams;
-  gatherArguments(fused, graph, values, pointers, iparams, fparams);
+  gatherArguments(fused, graph, values, /*donate=*/true, pointers, iparams, fparams);
   int64_t points = domainNumel(fused.kernel);
   // Runs on torch's threads only because this file is built with -fopenmp: see Note [Threads
   // of the CPU kernels] in kernels/CMakeLists.txt.
@@ -88,8 +135,10 @@ void runFusedRowGroup(const FusedKernel& stats, const FusedKernel& epilogue, Cpu
   std::vector<void*> pointers;
   std::vector<int64_t> iparams;
   std::vector<double> fparams;
-  gatherArguments(stats, graph, values, pointers, iparams, fparams);
-  gatherArguments(epilogue, graph, values, pointers, iparams, fparams);
+  // A row group runs its two kernels row by row, and its statistics kernel may read other rows
+  // than the one the epilogue writes: its outputs take no donated memory.
+  gatherArguments(stats, graph, values, /*donate=*/false, pointers, iparams, fparams);
+  gatherArguments(epilogue, graph, values, /*donate=*/false, pointers, iparams, fparams);
   const int64_t rows = domainNumel(stats.kernel);
   const int64_t row = epilogue.kernel.domain.back();
   const int64_t grain = std::max<int64_t>(1, std::min(stats.grain, epilogue.grain / row));

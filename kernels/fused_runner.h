@@ -12,11 +12,29 @@
 
 namespace lazyfuse {
 
+/// What a plan run may donate (Note [Donated buffers]), and what it did.
+struct DonationState {
+  /// Per node position: for device data, whether nothing outside the graph and its sync targets
+  /// reaches its node (other values need no such check).
+  std::vector<uint8_t> free_data;
+  int64_t donated = 0;  // outputs written into donated memory
+};
+
 /// Graph values by node position and output index, and the plan's temporaries.
 struct PlanValues {
   std::vector<std::vector<at::Tensor>> nodes;
   std::vector<at::Tensor> temps;
+  DonationState* donation = nullptr;  // null: nothing is donated
 };
+
+/// The slot of `b`'s value (or temporary) in `values`.
+at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& values);
+
+/// Memory for output buffer `buffer` of `fused`: the input it may take (Note [Donated buffers])
+/// when nothing but the plan holds that input, else a new tensor on `device`. `fresh` tells
+/// which.
+at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& graph,
+                        PlanValues& values, c10::Device device, bool* fresh = nullptr);
 
 void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph,
                     PlanValues& values);

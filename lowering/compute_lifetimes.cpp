@@ -1,20 +1,14 @@
 #include "lowering/passes.h"
 
 namespace lazyfuse {
-namespace {
 
-constexpr uint32_t kNever = UINT32_MAX;
-
-/// For each node position, the index of the last step that reads or writes it (kNever if none).
 std::vector<uint32_t> lastUses(const Graph& graph, const ExecutionPlan& plan) {
-  std::vector<uint32_t> last(graph.nodes().size(), kNever);
+  std::vector<uint32_t> last(graph.nodes().size(), kNeverUsed);
   for (uint32_t s = 0; s < plan.steps.size(); ++s) {
     for (uint32_t position : stepValues(graph, plan, plan.steps[s])) last[position] = s;
   }
   return last;
 }
-
-}  // namespace
 
 std::vector<uint32_t> stepValues(const Graph& graph, const ExecutionPlan& plan,
                                  const PlanStep& step) {
@@ -40,11 +34,11 @@ std::vector<uint32_t> stepValues(const Graph& graph, const ExecutionPlan& plan,
 
 bool computeLifetimes(const Graph& graph, ExecutionPlan& plan) {
   std::vector<uint32_t> last = lastUses(graph, plan);
-  for (const NodeRef& out : graph.outputs()) last[out.position] = kNever;
-  for (uint32_t position : graph.dataPositions()) last[position] = kNever;
+  for (const NodeRef& out : graph.outputs()) last[out.position] = kNeverUsed;
+  for (uint32_t position : graph.dataPositions()) last[position] = kNeverUsed;
   bool changed = false;
   for (uint32_t position = 0; position < last.size(); ++position) {
-    if (last[position] == kNever) continue;
+    if (last[position] == kNeverUsed) continue;
     plan.steps[last[position]].release_after.push_back(position);
     changed = true;
   }

@@ -36,11 +36,19 @@ struct ParamBinding {
   int32_t element = -1;
 };
 
+/// Output buffer `output` of a kernel may be written into the memory of its input buffer
+/// `input`, when at run time nothing but the plan holds that memory. See Note [Donated buffers].
+struct Donation {
+  int32_t output = -1;
+  int32_t input = -1;
+};
+
 struct FusedKernel {
   Kernel kernel;
   std::vector<BufferBinding> buffers;  // one per kernel buffer
   std::vector<ParamBinding> params;    // one per kernel parameter
   int64_t grain = 1;                   // points per task when split across threads
+  std::vector<Donation> donations;
 };
 
 /// Kernels that differ only in their sizes and in which buffers and parameters they bind: on a

@@ -123,6 +123,9 @@ struct KStore {
 struct KBuffer {
   c10::ScalarType dtype = c10::ScalarType::Float;
   bool output = false;  // written by this kernel (never also read by it)
+  /// May share memory with another buffer of this kernel, element for element: an output that
+  /// may be written into an input's memory, or that input. See Note [Donated buffers].
+  bool may_alias = false;
 };
 
 /// A runtime scalar. Parameter k (its position in Kernel::params) is iparams[k] when !floating,

@@ -26,8 +26,18 @@ std::string batchKey(const Kernel& kernel);
 /// rewriting its index expressions. See Note [Coalescing kernel domains].
 void coalesceDomain(Kernel& kernel);
 
+constexpr uint32_t kNeverUsed = UINT32_MAX;
+/// For each node position, the index of the last step that reads or writes it (kNeverUsed if
+/// none).
+std::vector<uint32_t> lastUses(const Graph& graph, const ExecutionPlan& plan);
+
 /// Fills `release_after` so every intermediate buffer is dropped after its last use. Afterwards
 /// each node position that is neither device data nor a graph output is released exactly once.
 bool computeLifetimes(const Graph& graph, ExecutionPlan& plan);
+
+/// Finds, for the outputs of fused kernels, inputs whose memory they may be written into: an
+/// input read only by that kernel, last, at the index the output is written, with the output's
+/// layout, and no extern step after. Run after computeLifetimes. See Note [Donated buffers].
+bool planDonations(const Graph& graph, ExecutionPlan& plan);
 
 }  // namespace lazyfuse

@@ -38,6 +38,12 @@ void printKernel(std::ostream& out, const FusedKernel& k) {
     if (!k.kernel.buffers[i].output) continue;
     out << " ";
     printBinding(out, k.buffers[i]);
+    for (const Donation& d : k.donations) {
+      if (static_cast<size_t>(d.output) != i) continue;
+      out << " (may take ";
+      printBinding(out, k.buffers.at(d.input));
+      out << ")";
+    }
   }
   out << "\n";
 }

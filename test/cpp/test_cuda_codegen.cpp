@@ -283,6 +283,24 @@ TEST_F(CudaCodegenTest, IndexMathIs32BitUnlessAnIndexCanReach2To30) {
   EXPECT_TRUE(result.binary) << result.error;
 }
 
+TEST_F(CudaCodegenTest, BuffersThatMayAliasAreNotRestrict) {
+  // Note [Donated buffers]: an output written into its input's memory, alone and in a batch.
+  Kernel single = contiguousScale("single", ScalarType::Float, 4096);
+  Kernel first = contiguousScale("first", ScalarType::Float, 4096);
+  Kernel second = contiguousScale("second", ScalarType::Float, 1000);
+  for (Kernel* k : {&single, &first, &second}) {
+    k->buffers[0].may_alias = k->buffers[1].may_alias = true;
+  }
+  const std::string source = renderCuda({&single}, {{&first, &second}}).source;
+  EXPECT_EQ(source.find("__restrict__"), std::string::npos) << source;
+  EXPECT_NE(source.find("const float* b0"), std::string::npos) << source;
+  EXPECT_NE(source.find("float* b1"), std::string::npos) << source;
+  CudaCompileResult result = compileCuda(source, kHopper);
+  EXPECT_TRUE(result.binary) << result.error;
+  Kernel plain = contiguousScale("plain", ScalarType::Float, 4096);
+  EXPECT_NE(renderCuda({&plain}).source.find("float* __restrict__ b1"), std::string::npos);
+}
+
 TEST_F(CudaCodegenTest, GoldenSources) {
   std::vector<Kernel> kernels = {contiguousScale("scale_bf16", ScalarType::BFloat16, 4096),
                                  rowReduction("row_max", ReduceKind::kMax, ScalarType::Float, 64, 1000),

@@ -1,0 +1,152 @@
+#include "lowering/passes.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lazyfuse {
+namespace {
+
+// Note [Donated buffers]
+// Every output of a fused kernel used to be fresh memory. An optimizer step reads p, grad, m
+// and v and writes new p, m and v, while the old p, m and v are dead once the step ran: eager
+// updates them in place, and the lazy step allocated three new buffers per parameter. On the
+// CPU that is a page fault per fresh 4 KiB (or 2 MiB) page and a read for ownership of every
+// output cache line (eager's in-place update writes lines it just read); on a GPU, a CUDA graph
+// replay needs each step to write where the step before it did. So an output may be written
+// into the memory of an input it replaces: the input is *donated*.
+//
+// Here, at plan time, each output of a kernel without reductions gets at most one candidate
+// input: a graph value (device data or an intermediate, not a plan temporary) that
+//   - has the output's dtype, sizes and strides, and is not a graph output;
+//   - this step uses last, counting the uses of every strided view of its memory;
+//   - is bound by this one buffer of one kernel of the step (in a kernel batch, no other
+//     member reads it), and every load of it is at the index the output is stored at, so each
+//     element is read by the point that then overwrites it (the CPU loop's `omp simd` and the
+//     CUDA 4-wide variant read a point's elements before they store them);
+//   - has no extern step after it in the plan: extern calls are the steps that raise at run
+//     time, and a graph that fails after a donation cannot be rerun target by target (Note
+//     [Failed syncs]); backend/graph_executor.cpp then breaks every target of the graph.
+// Both buffers of a candidate pair are marked may_alias: the CUDA rendering declares them
+// without __restrict__ (which would let the compiler load through the non-coherent read-only
+// cache or move a load past a store).
+//
+// At run time (kernels/fused_runner.cpp, outputBuffer) the candidate is taken only when nothing
+// but the plan holds its memory: the tensor is held by the plan's values alone (and, for device
+// data, by its node), its storage by that tensor alone, and a device-data node is reachable from
+// nothing outside the graph but the sync targets being replaced (backend/graph_executor.cpp).
+// Otherwise the output is allocated as before. Counted in BuffersDonated; LAZYFUSE_DONATE=0
+// turns donation off.
+
+/// The single index text every load of kernel buffer `buffer` uses, or "" when it is loaded at
+/// two indices (or not at all).
+std::string loadIndex(const Kernel& kernel, int32_t buffer) {
+  std::string index;
+  for (const KInstr& instr : kernel.instrs) {
+    if (instr.op != KOp::kLoad || instr.buffer != buffer) continue;
+    const std::string text = ixText(instr.index);
+    if (!index.empty() && text != index) return "";
+    index = text;
+  }
+  return index;
+}
+
+/// The single index text every store into kernel buffer `buffer` uses, or "".
+std::string storeIndex(const Kernel& kernel, int32_t buffer) {
+  std::string index;
+  for (const KStore& store : kernel.stores) {
+    if (store.buffer != buffer) continue;
+    const std::string text = ixText(store.index);
+    if (!index.empty() && text != index) return "";
+    index = text;
+  }
+  return index;
+}
+
+using ValueKey = std::pair<uint32_t, uint32_t>;  // node position, output index
+
+ValueKey keyOf(const NodeRef& ref) { return {ref.position, ref.index}; }
+
+/// The last step using each node position, where a step using a strided view of a value's
+/// memory also uses that value.
+std::vector<uint32_t> lastUsesThroughViews(const Graph& graph, const ExecutionPlan& plan) {
+  std::vector<uint32_t> last = lastUses(graph, plan);
+  for (auto it = plan.views.rbegin(); it != plan.views.rend(); ++it) {
+    uint32_t& source = last.at(it->source.position);
+    const uint32_t view = last.at(it->value.position);
+    if (view != kNeverUsed && (source == kNeverUsed || view > source)) source = view;
+  }
+  return last;
+}
+
+/// Plans the donations of the kernels of step `s`.
+void planStep(uint32_t s, const std::vector<int32_t>& kernels, const std::vector<uint32_t>& last,
+              const std::set<ValueKey>& outputs, ExecutionPlan& plan) {
+  std::map<ValueKey, int> bindings;
+  for (int32_t k : kernels) {
+    for (const BufferBinding& b : plan.kernels.at(k).buffers) {
+      if (!b.temp) ++bindings[keyOf(b.value)];
+    }
+  }
+  for (int32_t k : kernels) {
+    FusedKernel& fused = plan.kernels.at(k);
+    Kernel& kernel = fused.kernel;
+    if (!kernel.reductions.empty()) continue;
+    std::vector<bool> taken(kernel.buffers.size(), false);
+    for (size_t o = 0; o < kernel.buffers.size(); ++o) {
+      if (!kernel.buffers[o].output || fused.buffers[o].temp) continue;
+      const std::string stored = storeIndex(kernel, static_cast<int32_t>(o));
+      if (stored.empty()) continue;
+      for (size_t i = 0; i < kernel.buffers.size(); ++i) {
+        const BufferBinding& in = fused.buffers[i];
+        if (kernel.buffers[i].output || in.temp || taken[i]) continue;
+        if (!(in.meta == fused.buffers[o].meta) || outputs.count(keyOf(in.value)) ||
+            last.at(in.value.position) != s || bindings[keyOf(in.value)] != 1 ||
+            loadIndex(kernel, static_cast<int32_t>(i)) != stored) {
+          continue;
+        }
+        taken[i] = true;
+        fused.donations.push_back({static_cast<int32_t>(o), static_cast<int32_t>(i)});
+        kernel.buffers[o].may_alias = kernel.buffers[i].may_alias = true;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool planDonations(const Graph& graph, ExecutionPlan& plan) {
+  uint32_t first = 0;  // the first step after the last extern call
+  for (uint32_t s = 0; s < plan.steps.size(); ++s) {
+    if (plan.steps[s].kind == StepKind::kExternCall) first = s + 1;
+  }
+  const std::vector<uint32_t> last = lastUsesThroughViews(graph, plan);
+  std::set<ValueKey> outputs;
+  for (const NodeRef& out : graph.outputs()) outputs.insert(keyOf(out));
+  bool changed = false;
+  for (uint32_t s = first; s < plan.steps.size(); ++s) {
+    const PlanStep& step = plan.steps[s];
+    if (step.kind != StepKind::kFusedKernel && step.kind != StepKind::kKernelBatch) continue;
+    const std::vector<int32_t> kernels = step.kind == StepKind::kFusedKernel
+                                             ? std::vector<int32_t>{step.kernel}
+                                             : plan.batches.at(step.batch).kernels;
+    planStep(s, kernels, last, outputs, plan);
+    if (step.kind != StepKind::kKernelBatch) continue;
+    // A batch renders one kernel for all its members: a buffer that may alias in one member is
+    // declared so in all.
+    const size_t buffers = plan.kernels.at(kernels[0]).kernel.buffers.size();
+    for (size_t b = 0; b < buffers; ++b) {
+      bool any = false;
+      for (int32_t k : kernels) any = any || plan.kernels.at(k).kernel.buffers.at(b).may_alias;
+      for (int32_t k : kernels) plan.kernels.at(k).kernel.buffers.at(b).may_alias = any;
+    }
+  }
+  for (const FusedKernel& k : plan.kernels) changed = changed || !k.donations.empty();
+  return changed;
+}
+
+}  // namespace lazyfuse

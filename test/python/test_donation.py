@@ -1,0 +1,187 @@
+"""Donated buffers (Note [Donated buffers] in lowering/plan_donations.cpp): a fused kernel writes
+an output into the memory of an input it replaces, when nothing but the graph still holds that
+input. Values must be eager's whether or not memory is donated, and an input that anything else
+still reads (a pending value, a CPU copy, an alias) must keep its values. BuffersDonated shows
+that donation happened where the test expects it."""
+
+import pytest
+import torch
+
+import lazyfuse
+from helpers import LAZY, REFERENCE, base, to_cpu, to_lazy
+
+
+@pytest.fixture(autouse=True)
+def always_fuse(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_FUSION", "always")
+    yield
+
+
+def donated():
+    return lazyfuse.metrics().get("BuffersDonated", 0)
+
+
+def on_lazy(t):
+    """A lazy copy of `t`, already on the hardware device (not pending)."""
+    x = to_lazy(t.clone())
+    lazyfuse.sync(x)
+    return x
+
+
+def gradient(shape, step, seed):
+    return base(shape, seed=seed) * (1 + step) / 4
+
+
+SHAPES = [(257, 129), (64,), (3, 5, 7), (1,)]
+
+OPTIMIZERS = {
+    "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-2),
+    "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2),
+    "adamw_amsgrad": lambda ps: torch.optim.AdamW(ps, lr=1e-2, amsgrad=True),
+    "rmsprop": lambda ps: torch.optim.RMSprop(ps, lr=1e-2, momentum=0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_optimizer_steps_write_into_the_state_they_replace(name):
+    make = OPTIMIZERS[name]
+    start = [base(s, seed=i) for i, s in enumerate(SHAPES)]
+    eager = [t.clone().to(REFERENCE).requires_grad_() for t in start]
+    lazy = [on_lazy(t).requires_grad_() for t in start]
+    eager_opt, lazy_opt = make(eager), make(lazy)
+    steps = 4
+    for step in range(steps):
+        for i, (e, z) in enumerate(zip(eager, lazy)):
+            g = gradient(SHAPES[i], step, seed=10 + i)
+            e.grad = g.to(REFERENCE)
+            z.grad = to_lazy(g)
+        eager_opt.step()
+        lazy_opt.step()
+        lazyfuse.mark_step()
+    for e, z in zip(eager, lazy):
+        torch.testing.assert_close(to_cpu(z.detach()), to_cpu(e.detach()))
+    for e, z in zip(eager, lazy):
+        for key, value in eager_opt.state[e].items():
+            torch.testing.assert_close(to_cpu(lazy_opt.state[z][key]), to_cpu(value))
+    # Each step's update of a parameter writes into the parameter it replaces.
+    assert donated() >= steps * len(SHAPES)
+
+
+def test_input_a_pending_value_still_reads_keeps_its_values():
+    t = base((64, 33))
+    x = on_lazy(t)
+    y = x + 1  # pending: reads the buffer x has now
+    x.mul_(2)
+    lazyfuse.sync(x)
+    assert donated() == 0
+    torch.testing.assert_close(to_cpu(x), t * 2)
+    torch.testing.assert_close(to_cpu(y), t + 1)
+
+
+def test_input_read_by_every_target_may_be_donated():
+    t = base((64, 33))
+    x = on_lazy(t)
+    y = x + 1
+    x.mul_(2)
+    lazyfuse.mark_step()  # one graph computes y and the new x from the old x
+    torch.testing.assert_close(to_cpu(x), t * 2)
+    torch.testing.assert_close(to_cpu(y), t + 1)
+
+
+def test_input_a_later_sync_reads_keeps_its_values():
+    t = base((16, 8))
+    x = on_lazy(t)
+    y = x.exp()
+    z = x * 3  # synced on its own, after y
+    del x  # only the pending values hold its buffer now
+    lazyfuse.sync(y)
+    assert donated() == 0
+    torch.testing.assert_close(to_cpu(z), t * 3)
+    torch.testing.assert_close(to_cpu(y), t.exp())
+
+
+def test_cpu_copy_taken_before_the_update_keeps_its_values():
+    t = base((128, 64))
+    x = on_lazy(t)
+    saved = x.cpu()
+    x.add_(1)
+    lazyfuse.mark_step()
+    torch.testing.assert_close(saved, t)
+    torch.testing.assert_close(to_cpu(x), t + 1)
+
+
+def test_cpu_tensor_a_lazy_tensor_was_made_from_keeps_its_values():
+    # On the CPU a transfer may share the source's memory: the source must not change.
+    source = base((128, 64))
+    kept = source.clone()
+    x = source.to(LAZY)
+    lazyfuse.sync(x)
+    x.add_(1)
+    lazyfuse.mark_step()
+    torch.testing.assert_close(source, kept)
+    torch.testing.assert_close(to_cpu(x), kept + 1)
+
+
+@pytest.mark.parametrize("alias", ["detach", "data", "view", "slice"])
+def test_aliases_of_an_updated_tensor_follow_eager(alias):
+    t = base((32, 16))
+
+    def take(x):
+        if alias == "detach":
+            return x.detach()
+        if alias == "data":
+            return x.data
+        if alias == "view":
+            return x.view(16, 32)
+        return x[3:9]
+
+    expected_x = t.clone().to(REFERENCE)
+    expected_alias = take(expected_x)
+    expected_x.mul_(3).add_(1)
+    x = on_lazy(t)
+    a = take(x)
+    x.mul_(3).add_(1)
+    lazyfuse.mark_step()
+    torch.testing.assert_close(to_cpu(x), to_cpu(expected_x))
+    torch.testing.assert_close(to_cpu(a), to_cpu(expected_alias))
+
+
+
+
+def test_training_steps_match_eager_with_donated_state():
+    from helpers import train_side_by_side
+
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 24), torch.randn(32, 8)
+
+    def make_model():
+        torch.manual_seed(1)
+        return torch.nn.Sequential(torch.nn.Linear(24, 48), torch.nn.Tanh(), torch.nn.Linear(48, 8))
+
+    model, lazy_model = train_side_by_side(
+        make_model, lambda ps: torch.optim.Adam(ps, lr=1e-2), x, y, steps=4)
+    for p, q in zip(model.parameters(), lazy_model.parameters()):
+        torch.testing.assert_close(to_cpu(q.detach()), to_cpu(p.detach()))
+    assert donated() > 0
+
+
+def test_donation_can_be_turned_off(tmp_path):
+    import subprocess
+    import sys
+
+    script = (
+        "import torch, lazyfuse\n"
+        "x = torch.ones(64, 64, device='lazy'); lazyfuse.mark_step()\n"
+        "x.mul_(2); lazyfuse.mark_step()\n"
+        "assert x.cpu().eq(2).all()\n"
+        "print(lazyfuse.metrics().get('BuffersDonated', 0))\n")
+    import os
+
+    counts = {}
+    for value in ("1", "0"):
+        env = dict(os.environ, LAZYFUSE_DONATE=value, LAZYFUSE_FUSION="always",
+                   LAZYFUSE_CACHE_DIR=str(tmp_path))
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                             text=True, check=True)
+        counts[value] = int(out.stdout.strip().splitlines()[-1])
+    assert counts == {"1": 1, "0": 0}
