@@ -379,12 +379,18 @@ def test_fused_chain_writes_only_its_output():
     assert metrics["KernelsLaunched"] == 1
 
 
-def _anon_huge_page_bytes():
-    with open("/proc/self/smaps_rollup") as f:
+def _huge_page_advised_bytes():
+    """Bytes of this process's mappings advised MADV_HUGEPAGE (VmFlags "hg" in smaps). Whether
+    the kernel then finds 2 MiB pages for them depends on the machine's free memory; the advice
+    itself is what lazyfuse controls."""
+    total, size = 0, 0
+    with open("/proc/self/smaps") as f:
         for line in f:
-            if line.startswith("AnonHugePages:"):
-                return int(line.split()[1]) * 1024
-    return 0
+            if line.startswith("Size:"):
+                size = int(line.split()[1]) * 1024
+            elif line.startswith("VmFlags:") and "hg" in line.split()[1:]:
+                total += size
+    return total
 
 
 def _transparent_huge_pages_mode():
@@ -399,15 +405,16 @@ def _transparent_huge_pages_mode():
                     reason="transparent huge pages are not in madvise mode")
 @pytest.mark.skipif(os.environ.get("LAZYFUSE_CUDA_EMULATION", "") not in ("", "0", "off"),
                     reason="the CUDA emulation allocates its outputs itself")
-def test_large_kernel_outputs_are_backed_by_huge_pages():
-    # See Note [Huge pages for kernel outputs]: a 64 MiB output is written through 2 MiB pages.
+def test_large_kernel_outputs_are_advised_huge_pages():
+    # See Note [Huge pages for kernel outputs]: a 64 MiB output is advised to be written through
+    # 2 MiB pages (all of it but the partial 2 MiB pages at its ends).
     x = torch.randn(4096, 4096).to("lazy")
     lazyfuse.mark_step()
-    before = _anon_huge_page_bytes()
+    before = _huge_page_advised_bytes()
     y = x * 2 + 1
     lazyfuse.mark_step()
     lazyfuse.wait()
-    assert _anon_huge_page_bytes() - before >= 16 << 20
+    assert _huge_page_advised_bytes() - before >= 60 << 20
     torch.testing.assert_close(y.cpu(), x.cpu() * 2 + 1)
 
 
