@@ -1,6 +1,7 @@
 #include "kernels/fused_runner.h"
 
 #include "lazy_ir/check.h"
+#include "lowering/passes.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty_strided.h>
@@ -66,15 +67,36 @@ void gatherArguments(const FusedKernel& fused, const Graph& graph, PlanValues& v
   }
 }
 
-/// True when `tensor` can be written as `meta` in place of the value it holds: only the plan's
-/// values (and, for device data, its node) hold it, and only it holds its storage.
+/// True when only the plan's values (and, for device data, its node) hold `tensor`.
+bool heldByPlanOnly(const at::Tensor& tensor, bool device_data) {
+  return tensor.defined() && static_cast<size_t>(tensor.use_count()) == (device_data ? 2u : 1u);
+}
+
+/// True when the value at `position`, `tensor`, can be written as `meta` in its place: only the
+/// plan holds it, and its storage is held by it alone or, for device data, by it and the
+/// tensors of the device data sharing that storage, which the plan alone holds and which no
+/// later step reads (Note [Donated buffers]).
 bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device device,
-               bool device_data) {
-  const size_t holders = device_data ? 2 : 1;
-  return tensor.defined() && static_cast<size_t>(tensor.use_count()) == holders &&
-         tensor.storage().use_count() == 1 && tensor.device() == device &&
-         tensor.scalar_type() == meta.dtype && tensor.sizes() == c10::IntArrayRef(meta.sizes) &&
-         tensor.strides() == c10::IntArrayRef(meta.strides);
+               uint32_t position, const Graph& graph, const PlanValues& values) {
+  const bool device_data = graph.nodes()[position]->kind() == OpKind::kDeviceData;
+  if (!heldByPlanOnly(tensor, device_data) || tensor.device() != device ||
+      tensor.scalar_type() != meta.dtype || tensor.sizes() != c10::IntArrayRef(meta.sizes) ||
+      tensor.strides() != c10::IntArrayRef(meta.strides)) {
+    return false;
+  }
+  const size_t storage_holders = tensor.storage().use_count();
+  if (storage_holders == 1) return true;
+  if (!device_data) return false;
+  const std::vector<uint32_t> sharers = storageSharers(graph, position);
+  if (storage_holders != 1 + sharers.size()) return false;
+  for (uint32_t other : sharers) {
+    const at::Tensor& shared = values.nodes.at(other).at(0);
+    if (!values.donation->free_data.at(other) || !heldByPlanOnly(shared, true) ||
+        shared.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
+      return false;
+    }
+  }
+  return true;
 }
 
 bool donationEnabled() {
@@ -105,7 +127,7 @@ at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& gr
       const bool device_data = graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData;
       if (device_data && !values.donation->free_data.at(in.value.position)) break;
       const at::Tensor& input = bindingSlot(in, graph, values);
-      if (!donatable(input, meta, device, device_data)) break;
+      if (!donatable(input, meta, device, in.value.position, graph, values)) break;
       ++values.donation->donated;
       if (fresh) *fresh = false;
       return input;

@@ -22,7 +22,10 @@ namespace {
 // Here, at plan time, each output of a kernel without reductions gets at most one candidate
 // input: a graph value (device data or an intermediate, not a plan temporary) that
 //   - has the output's dtype, sizes and strides, and is not a graph output;
-//   - this step uses last, counting the uses of every strided view of its memory;
+//   - this step uses last, counting the uses of every strided view of its memory; device data
+//     sharing its storage with other device data (a parameter and the base functionalization
+//     keeps for it, both read by a training step) qualifies when those others are used only
+//     before this step and are no graph outputs;
 //   - is bound by this one buffer of one kernel of the step (in a kernel batch, no other
 //     member reads it), and every load of it is at the index the output is stored at, so each
 //     element is read by the point that then overwrites it (the CPU loop's `omp simd` and the
@@ -36,8 +39,9 @@ namespace {
 //
 // At run time (kernels/fused_runner.cpp, outputBuffer) the candidate is taken only when nothing
 // but the plan holds its memory: the tensor is held by the plan's values alone (and, for device
-// data, by its node), its storage by that tensor alone, and a device-data node is reachable from
-// nothing outside the graph but the sync targets being replaced (backend/graph_executor.cpp).
+// data, by its node), its storage by that tensor alone (or by the tensors of the device data
+// sharing it, each held the same way), and a device-data node is reachable from nothing outside
+// the graph but the sync targets being replaced (backend/graph_executor.cpp).
 // Otherwise the output is allocated as before. Counted in BuffersDonated; LAZYFUSE_DONATE=0
 // turns donation off.
 
@@ -82,9 +86,22 @@ std::vector<uint32_t> lastUsesThroughViews(const Graph& graph, const ExecutionPl
   return last;
 }
 
+/// True when every other device-data input on the storage of `position` is used before step
+/// `s` only, and none is a graph output.
+bool sharersDoneBefore(const Graph& graph, uint32_t position, uint32_t s,
+                       const std::vector<uint32_t>& last, const std::set<ValueKey>& outputs) {
+  for (uint32_t other : storageSharers(graph, position)) {
+    if (outputs.count({other, 0}) || (last.at(other) != kNeverUsed && last.at(other) >= s)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /// Plans the donations of the kernels of step `s`.
-void planStep(uint32_t s, const std::vector<int32_t>& kernels, const std::vector<uint32_t>& last,
-              const std::set<ValueKey>& outputs, ExecutionPlan& plan) {
+void planStep(const Graph& graph, uint32_t s, const std::vector<int32_t>& kernels,
+              const std::vector<uint32_t>& last, const std::set<ValueKey>& outputs,
+              ExecutionPlan& plan) {
   std::map<ValueKey, int> bindings;
   for (int32_t k : kernels) {
     for (const BufferBinding& b : plan.kernels.at(k).buffers) {
@@ -105,7 +122,8 @@ void planStep(uint32_t s, const std::vector<int32_t>& kernels, const std::vector
         if (kernel.buffers[i].output || in.temp || taken[i]) continue;
         if (!(in.meta == fused.buffers[o].meta) || outputs.count(keyOf(in.value)) ||
             last.at(in.value.position) != s || bindings[keyOf(in.value)] != 1 ||
-            loadIndex(kernel, static_cast<int32_t>(i)) != stored) {
+            loadIndex(kernel, static_cast<int32_t>(i)) != stored ||
+            !sharersDoneBefore(graph, in.value.position, s, last, outputs)) {
           continue;
         }
         taken[i] = true;
@@ -118,6 +136,19 @@ void planStep(uint32_t s, const std::vector<int32_t>& kernels, const std::vector
 }
 
 }  // namespace
+
+std::vector<uint32_t> storageSharers(const Graph& graph, uint32_t position) {
+  const std::vector<uint32_t>& data = graph.dataPositions();
+  const std::vector<uint32_t>& classes = graph.aliasClasses();
+  const auto it = std::find(data.begin(), data.end(), position);
+  std::vector<uint32_t> sharers;
+  if (it == data.end()) return sharers;
+  const uint32_t cls = classes.at(static_cast<size_t>(it - data.begin()));
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (classes[i] == cls && data[i] != position) sharers.push_back(data[i]);
+  }
+  return sharers;
+}
 
 bool planDonations(const Graph& graph, ExecutionPlan& plan) {
   uint32_t first = 0;  // the first step after the last extern call
@@ -134,7 +165,7 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
     const std::vector<int32_t> kernels = step.kind == StepKind::kFusedKernel
                                              ? std::vector<int32_t>{step.kernel}
                                              : plan.batches.at(step.batch).kernels;
-    planStep(s, kernels, last, outputs, plan);
+    planStep(graph, s, kernels, last, outputs, plan);
     if (step.kind != StepKind::kKernelBatch) continue;
     // A batch renders one kernel for all its members: a buffer that may alias in one member is
     // declared so in all.
