@@ -179,11 +179,15 @@ TEST(PartitionTest, CompositeSoftmaxIsARowGroupCachingItsExp) {
             (std::vector<std::string>{c.plan.kernels[0].kernel.name + "_rows", ""}));
 }
 
-// Nothing expensive to share: the two kernels stay two functions (running them row by row
-// alone saved nothing measurable, Note [CPU row groups]).
-TEST(PartitionTest, LayerNormIsNoRowGroup) {
+// Nothing expensive to share, but the epilogue still reads each row right after the statistics
+// kernel did: one function, row by row, without caches (Note [CPU row groups]).
+TEST(PartitionTest, LayerNormIsARowGroupWithoutCaches) {
   Case c = layerNormCase();
-  EXPECT_EQ(cpuFunctions(c.plan).size(), c.plan.kernels.size());
+  ASSERT_EQ(c.plan.kernels.size(), 2u) << printPlan(c.graph, c.plan);
+  const std::vector<CpuFunction> functions = cpuFunctions(c.plan);
+  ASSERT_EQ(functions.size(), 1u);
+  EXPECT_EQ(functions[0].epilogue, &c.plan.kernels[1].kernel);
+  EXPECT_TRUE(functions[0].caches.empty());
 }
 
 // Every row divides by row 0's sum: run row by row across threads, a row would read a sum
