@@ -94,8 +94,10 @@ std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
 }
 
 // Note [Renaming ops share their input's buffer]
-// The buffers behind lazy tensors are never written in place (functionalization turns every
-// mutation into a new value, and transfers copy), so an op that only renames its input
+// The buffers behind lazy tensors are never written in place while anything else holds them
+// (functionalization turns every mutation into a new value, transfers copy, and a kernel writes
+// into an input's memory only when nothing but its graph holds that memory: Note [Donated
+// buffers]), so an op that only renames its input
 // (detach_copy, alias_copy) may hand back the input's buffer when it already has the op's
 // layout. A sync whose every target is such an op of device data (`p.detach().cpu()`,
 // `model.state_dict()` saved to disk) therefore runs no plan: nothing to compile or copy.

@@ -5,8 +5,10 @@
 // weight, transposed, at every step (three 1024x1024 copies per training step of a two-layer
 // MLP). A value that is only a view or a rename of another value's buffer is therefore not
 // written by a kernel: a kStridedView step takes it as `as_strided` of that buffer, at no cost.
-// Buffers are never written in place (Note [Renaming ops share their input's buffer]), so a
-// view sharing memory with its source is safe to read; but not every reader is indifferent to
+// Buffers are never written in place while another tensor holds them (Note [Renaming ops share
+// their input's buffer]; a donation needs the source's storage free of views, and counts uses
+// of a view as uses of its source), so a view sharing memory with its source is safe to read;
+// but not every reader is indifferent to
 // what it gets:
 //  * an extern op reads any view only if readsAnyLayout says it computes the same for any
 //    strides, offset and storage (matmuls, convolutions, losses). Others may look at storage

@@ -150,7 +150,7 @@ TEST(ExternRunnerTest, MatchesEager) {
   ASSERT_EQ(out.size(), 1u);
   at::Tensor expected = at::add(a, b, 2.0);
   EXPECT_TRUE(at::allclose(out[0], at::add(expected, expected)));
-  // Inputs are never written by a plan.
+  // Inputs are never written by a plan run without donation (Note [Donated buffers]).
   EXPECT_TRUE(at::allclose(a + 0, a));
 }
 
