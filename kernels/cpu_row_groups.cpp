@@ -34,8 +34,12 @@ namespace {
 //    epilogue's last variable read as that loop's r0 (loads of the same binding at equal index
 //    text, the same parameters and constants, the statistics kernel's stored values for loads of
 //    its outputs); so the cached value is the very value the epilogue would have computed;
-//  - the cache arrays of one function stay under kCacheBytes.
+//  - the cache arrays of one function stay under kCacheBytes;
+//  - a pair with nothing to cache has at least kMinRowsWithoutCache rows: a group splits only
+//    its rows across threads, where the epilogue alone splits all its points ([2, 1000000]
+//    would run on 2 threads).
 constexpr int64_t kCacheBytes = 64 * 1024;
+constexpr int64_t kMinRowsWithoutCache = 256;
 
 bool sameBinding(const BufferBinding& a, const BufferBinding& b) {
   if (a.temp != b.temp || !(a.meta == b.meta)) return false;
@@ -254,11 +258,13 @@ std::vector<CpuFunction> cpuFunctions(const ExecutionPlan& plan) {
     const FusedKernel& kernel = plan.kernels[k];
     if (k + 1 < plan.kernels.size() && nextStep(plan, static_cast<int32_t>(k + 1)) &&
         rowsMatch(kernel, plan.kernels[k + 1])) {
-      functions.push_back(CpuFunction{kernel.kernel.name + "_rows", &kernel.kernel,
-                                      &plan.kernels[k + 1].kernel,
-                                      rowCaches(kernel, plan.kernels[k + 1])});
-      ++k;
-      continue;
+      std::vector<CpuRowCache> caches = rowCaches(kernel, plan.kernels[k + 1]);
+      if (!caches.empty() || domainNumel(kernel.kernel) >= kMinRowsWithoutCache) {
+        functions.push_back(CpuFunction{kernel.kernel.name + "_rows", &kernel.kernel,
+                                        &plan.kernels[k + 1].kernel, std::move(caches)});
+        ++k;
+        continue;
+      }
     }
     functions.push_back(CpuFunction{kernel.kernel.name, &kernel.kernel, nullptr, {}});
   }

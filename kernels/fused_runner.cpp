@@ -77,7 +77,7 @@ bool heldByPlanOnly(const at::Tensor& tensor, bool device_data) {
 /// tensors of the device data sharing that storage, which the plan alone holds and which no
 /// later step reads (Note [Donated buffers]).
 bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device device,
-               uint32_t position, const Graph& graph, const PlanValues& values) {
+               uint32_t position, const Graph& graph, PlanValues& values) {
   const bool device_data = graph.nodes()[position]->kind() == OpKind::kDeviceData;
   if (!heldByPlanOnly(tensor, device_data) || tensor.device() != device ||
       tensor.scalar_type() != meta.dtype || tensor.sizes() != c10::IntArrayRef(meta.sizes) ||
@@ -87,11 +87,13 @@ bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device dev
   const size_t storage_holders = tensor.storage().use_count();
   if (storage_holders == 1) return true;
   if (!device_data) return false;
-  const std::vector<uint32_t> sharers = storageSharers(graph, position);
+  DonationState& donation = *values.donation;
+  if (donation.sharers.empty()) donation.sharers = storageSharers(graph);
+  const std::vector<uint32_t>& sharers = donation.sharers.at(position);
   if (storage_holders != 1 + sharers.size()) return false;
   for (uint32_t other : sharers) {
     const at::Tensor& shared = values.nodes.at(other).at(0);
-    if (!values.donation->free_data.at(other) || !heldByPlanOnly(shared, true) ||
+    if (!donation.free_data.at(other) || !heldByPlanOnly(shared, true) ||
         shared.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
       return false;
     }

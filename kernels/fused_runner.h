@@ -18,6 +18,8 @@ struct DonationState {
   /// reaches its node (other values need no such check).
   std::vector<uint8_t> free_data;
   int64_t donated = 0;  // outputs written into donated memory
+  /// storageSharers of the graph, made when a candidate's storage first has several holders.
+  std::vector<std::vector<uint32_t>> sharers;
 };
 
 /// Graph values by node position and output index, and the plan's temporaries.

@@ -122,7 +122,7 @@ struct KStore {
 
 struct KBuffer {
   c10::ScalarType dtype = c10::ScalarType::Float;
-  bool output = false;  // written by this kernel (never also read by it)
+  bool output = false;  // written by this kernel (never also read by it, but see may_alias)
   /// May share memory with another buffer of this kernel, element for element: an output that
   /// may be written into an input's memory, or that input. See Note [Donated buffers].
   bool may_alias = false;

@@ -39,8 +39,8 @@ bool computeLifetimes(const Graph& graph, ExecutionPlan& plan);
 /// input read only by that kernel, last, at the index the output is written, with the output's
 /// layout, and no extern step after. Run after computeLifetimes. See Note [Donated buffers].
 bool planDonations(const Graph& graph, ExecutionPlan& plan);
-/// The positions of the other device-data nodes of `graph` whose buffers share a storage with
-/// the one at `position` (none for a position that is not device data).
-std::vector<uint32_t> storageSharers(const Graph& graph, uint32_t position);
+/// For each node position of `graph`, the positions of the other device-data nodes whose
+/// buffers share a storage with its own (none for a position that is not device data).
+std::vector<std::vector<uint32_t>> storageSharers(const Graph& graph);
 
 }  // namespace lazyfuse

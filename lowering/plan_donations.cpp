@@ -43,7 +43,9 @@ namespace {
 // sharing it, each held the same way), and a device-data node is reachable from nothing outside
 // the graph but the sync targets being replaced (backend/graph_executor.cpp).
 // Otherwise the output is allocated as before. Counted in BuffersDonated; LAZYFUSE_DONATE=0
-// turns donation off.
+// turns donation off. The CPU target takes no donation inside a row group (Note [CPU row
+// groups]): its statistics kernel may read rows its epilogue already wrote, so a plan's "may
+// take" there is for the CUDA target, which runs the two kernels one after the other.
 
 /// The single index text every load of kernel buffer `buffer` uses, or "" when it is loaded at
 /// two indices (or not at all).
@@ -86,11 +88,11 @@ std::vector<uint32_t> lastUsesThroughViews(const Graph& graph, const ExecutionPl
   return last;
 }
 
-/// True when every other device-data input on the storage of `position` is used before step
-/// `s` only, and none is a graph output.
-bool sharersDoneBefore(const Graph& graph, uint32_t position, uint32_t s,
+/// True when every device-data input in `sharers` is used before step `s` only, and none is a
+/// graph output.
+bool sharersDoneBefore(const std::vector<uint32_t>& sharers, uint32_t s,
                        const std::vector<uint32_t>& last, const std::set<ValueKey>& outputs) {
-  for (uint32_t other : storageSharers(graph, position)) {
+  for (uint32_t other : sharers) {
     if (outputs.count({other, 0}) || (last.at(other) != kNeverUsed && last.at(other) >= s)) {
       return false;
     }
@@ -99,9 +101,9 @@ bool sharersDoneBefore(const Graph& graph, uint32_t position, uint32_t s,
 }
 
 /// Plans the donations of the kernels of step `s`.
-void planStep(const Graph& graph, uint32_t s, const std::vector<int32_t>& kernels,
-              const std::vector<uint32_t>& last, const std::set<ValueKey>& outputs,
-              ExecutionPlan& plan) {
+void planStep(uint32_t s, const std::vector<int32_t>& kernels, const std::vector<uint32_t>& last,
+              const std::set<ValueKey>& outputs,
+              const std::vector<std::vector<uint32_t>>& sharers, ExecutionPlan& plan) {
   std::map<ValueKey, int> bindings;
   for (int32_t k : kernels) {
     for (const BufferBinding& b : plan.kernels.at(k).buffers) {
@@ -121,9 +123,9 @@ void planStep(const Graph& graph, uint32_t s, const std::vector<int32_t>& kernel
         const BufferBinding& in = fused.buffers[i];
         if (kernel.buffers[i].output || in.temp || taken[i]) continue;
         if (!(in.meta == fused.buffers[o].meta) || outputs.count(keyOf(in.value)) ||
-            last.at(in.value.position) != s || bindings[keyOf(in.value)] != 1 ||
+            last.at(in.value.position) != s || bindings.at(keyOf(in.value)) != 1 ||
             loadIndex(kernel, static_cast<int32_t>(i)) != stored ||
-            !sharersDoneBefore(graph, in.value.position, s, last, outputs)) {
+            !sharersDoneBefore(sharers.at(in.value.position), s, last, outputs)) {
           continue;
         }
         taken[i] = true;
@@ -137,15 +139,19 @@ void planStep(const Graph& graph, uint32_t s, const std::vector<int32_t>& kernel
 
 }  // namespace
 
-std::vector<uint32_t> storageSharers(const Graph& graph, uint32_t position) {
+std::vector<std::vector<uint32_t>> storageSharers(const Graph& graph) {
   const std::vector<uint32_t>& data = graph.dataPositions();
   const std::vector<uint32_t>& classes = graph.aliasClasses();
-  const auto it = std::find(data.begin(), data.end(), position);
-  std::vector<uint32_t> sharers;
-  if (it == data.end()) return sharers;
-  const uint32_t cls = classes.at(static_cast<size_t>(it - data.begin()));
-  for (size_t i = 0; i < data.size(); ++i) {
-    if (classes[i] == cls && data[i] != position) sharers.push_back(data[i]);
+  std::map<uint32_t, std::vector<uint32_t>> members;  // alias class -> its positions
+  for (size_t i = 0; i < data.size(); ++i) members[classes[i]].push_back(data[i]);
+  std::vector<std::vector<uint32_t>> sharers(graph.nodes().size());
+  for (const auto& [cls, positions] : members) {
+    if (positions.size() < 2) continue;
+    for (uint32_t position : positions) {
+      for (uint32_t other : positions) {
+        if (other != position) sharers[position].push_back(other);
+      }
+    }
   }
   return sharers;
 }
@@ -156,6 +162,7 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
     if (plan.steps[s].kind == StepKind::kExternCall) first = s + 1;
   }
   const std::vector<uint32_t> last = lastUsesThroughViews(graph, plan);
+  const std::vector<std::vector<uint32_t>> sharers = storageSharers(graph);
   std::set<ValueKey> outputs;
   for (const NodeRef& out : graph.outputs()) outputs.insert(keyOf(out));
   bool changed = false;
@@ -165,7 +172,7 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
     const std::vector<int32_t> kernels = step.kind == StepKind::kFusedKernel
                                              ? std::vector<int32_t>{step.kernel}
                                              : plan.batches.at(step.batch).kernels;
-    planStep(graph, s, kernels, last, outputs, plan);
+    planStep(s, kernels, last, outputs, sharers, plan);
     if (step.kind != StepKind::kKernelBatch) continue;
     // A batch renders one kernel for all its members: a buffer that may alias in one member is
     // declared so in all.

@@ -95,36 +95,37 @@ inline std::vector<at::Tensor> linearInputs() {
 }
 
 // native_layer_norm has no C++ meta kernel, so its node is built directly: the op the backend
-// records for F.layer_norm, over x [3, 5, 16] with weight and bias [16], all three outputs used.
-inline std::shared_ptr<const AtenCallAttrs> layerNormAttrs() {
+// records for F.layer_norm, over x [a, b, n] with weight and bias [n], all three outputs used.
+inline std::shared_ptr<const AtenCallAttrs> layerNormAttrs(int64_t a, int64_t b, int64_t n) {
   auto op = c10::Dispatcher::singleton().findSchema({"aten::native_layer_norm", ""});
   EXPECT_TRUE(op.has_value());
   auto attrs = std::make_shared<AtenCallAttrs>(*op);
   attrs->name = "aten::native_layer_norm";
   attrs->args.resize(5);
   attrs->args[0].kind = ArgKind::kTensor;
-  attrs->args[1].constant = c10::IValue(std::vector<int64_t>{16});
+  attrs->args[1].constant = c10::IValue(std::vector<int64_t>{n});
   attrs->args[2].kind = ArgKind::kOptionalTensor;
   attrs->args[2].present = {1};
   attrs->args[3].kind = ArgKind::kOptionalTensor;
   attrs->args[3].present = {1};
   attrs->args[4].constant = c10::IValue(1e-5);
   attrs->returns.resize(3);
-  attrs->outputs = {TensorMeta{at::kFloat, {3, 5, 16}, {80, 16, 1}},
-                    TensorMeta{at::kFloat, {3, 5, 1}, {5, 1, 1}},
-                    TensorMeta{at::kFloat, {3, 5, 1}, {5, 1, 1}}};
+  attrs->outputs = {TensorMeta{at::kFloat, {a, b, n}, {b * n, n, 1}},
+                    TensorMeta{at::kFloat, {a, b, 1}, {b, 1, 1}},
+                    TensorMeta{at::kFloat, {a, b, 1}, {b, 1, 1}}};
   attrs->finalize();
   return attrs;
 }
 
-inline Case layerNormCase() {
-  at::Tensor x = at::randn({3, 5, 16}), w = at::randn({16}), b = at::randn({16});
+/// native_layer_norm over the last dimension of x [a, b, n].
+inline Case layerNormCase(int64_t a = 3, int64_t b = 5, int64_t n = 16) {
+  at::Tensor x = at::randn({a, b, n}), w = at::randn({n}), bias = at::randn({n});
   std::vector<Value> in;
-  for (const at::Tensor& t : {x, w, b}) in.push_back(Value{Node::deviceData(t), 0});
-  NodePtr node = Node::aten(layerNormAttrs(), in, {});
+  for (const at::Tensor& t : {x, w, bias}) in.push_back(Value{Node::deviceData(t), 0});
+  NodePtr node = Node::aten(layerNormAttrs(a, b, n), in, {});
   Graph graph = Graph::fromRoots({Value{node, 0}, Value{node, 1}, Value{node, 2}});
   ExecutionPlan plan = lowerGraph(graph, /*fuse=*/true);
-  auto [y, mean, rstd] = at::native_layer_norm(x, {16}, w, b, 1e-5);
+  auto [y, mean, rstd] = at::native_layer_norm(x, {n}, w, bias, 1e-5);
   return Case{{y, mean, rstd}, std::move(graph), std::move(plan)};
 }
 

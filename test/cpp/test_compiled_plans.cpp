@@ -112,6 +112,9 @@ TEST_F(PartitionRunTest, ExternBoundary) {
   expectRunsLikeEager(record(linearInputs(), linearClamp), 1e-5, 1e-5);
 }
 TEST_F(PartitionRunTest, LayerNorm) { expectRunsLikeEager(layerNormCase(), 1e-5, 1e-5); }
+TEST_F(PartitionRunTest, LayerNormRowGroup) {
+  expectRunsLikeEager(layerNormCase(16, 20, 16), 1e-5, 1e-5);
+}
 
 // --- golden dumps of plans and generated C++ ---
 
@@ -147,7 +150,7 @@ TEST(PartitionGoldenTest, SoftmaxCompositeRowGroup) {
 }
 
 TEST(PartitionGoldenTest, LayerNormForward) {
-  expectGoldenAndDeterministic("layer_norm", layerNormCase);
+  expectGoldenAndDeterministic("layer_norm", [] { return layerNormCase(); });
 }
 
 }  // namespace

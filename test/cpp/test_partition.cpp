@@ -180,14 +180,16 @@ TEST(PartitionTest, CompositeSoftmaxIsARowGroupCachingItsExp) {
 }
 
 // Nothing expensive to share, but the epilogue still reads each row right after the statistics
-// kernel did: one function, row by row, without caches (Note [CPU row groups]).
-TEST(PartitionTest, LayerNormIsARowGroupWithoutCaches) {
-  Case c = layerNormCase();
+// kernel did: one function, row by row, without caches (Note [CPU row groups]); with few rows
+// the two kernels stay apart, so that the epilogue splits all its points across threads.
+TEST(PartitionTest, LayerNormOverManyRowsIsARowGroupWithoutCaches) {
+  Case c = layerNormCase(16, 20, 16);
   ASSERT_EQ(c.plan.kernels.size(), 2u) << printPlan(c.graph, c.plan);
   const std::vector<CpuFunction> functions = cpuFunctions(c.plan);
   ASSERT_EQ(functions.size(), 1u);
   EXPECT_EQ(functions[0].epilogue, &c.plan.kernels[1].kernel);
   EXPECT_TRUE(functions[0].caches.empty());
+  EXPECT_EQ(cpuFunctions(layerNormCase(3, 5, 16).plan).size(), 2u);
 }
 
 // Every row divides by row 0's sum: run row by row across threads, a row would read a sum

@@ -1,17 +1,11 @@
 
-extern "C" void lf_kernel_0_rows(lf_i64 begin, lf_i64 end, void* const* buffers, const lf_i64* iparams,
+extern "C" void lf_kernel_0(lf_i64 begin, lf_i64 end, void* const* buffers, const lf_i64* iparams,
     const double* fparams) {
   const float* b0 = (const float*)buffers[0];
   double* b1 = (double*)buffers[1];
   double* b2 = (double*)buffers[2];
   float* b3 = (float*)buffers[3];
   float* b4 = (float*)buffers[4];
-  const float* b5 = (const float*)buffers[5];
-  const double* b6 = (const double*)buffers[6];
-  const double* b7 = (const double*)buffers[7];
-  const float* b8 = (const float*)buffers[8];
-  const float* b9 = (const float*)buffers[9];
-  float* b10 = (float*)buffers[10];
   for (lf_i64 p = begin; p < end; ++p) {
     const lf_i64 v0 = (p / 5);
     const lf_i64 v1 = p % 5;
@@ -47,27 +41,40 @@ extern "C" void lf_kernel_0_rows(lf_i64 begin, lf_i64 end, void* const* buffers,
     b2[(v0 * 5 + v1)] = (double)t10;
     b3[(v0 * 5 + v1)] = (float)t11;
     b4[(v0 * 5 + v1)] = (float)t15;
-    {
-      const lf_i64 v0 = (p / 5);
-      const lf_i64 v1 = p % 5;
-      const double t1 = (double)b6[(v0 * 5 + v1)];
-      const double t2 = (double)b7[(v0 * 5 + v1)];
-      const double t3 = (double)1e-05;
-      const double t4 = (double)lf_add(t2, t3);
-      const double t5 = (double)lf_rsqrt(t4);
-      const float t8 = (float)t5;
-      const float t9 = (float)t1;
+  }
+}
+
+extern "C" void lf_kernel_1(lf_i64 begin, lf_i64 end, void* const* buffers, const lf_i64* iparams,
+    const double* fparams) {
+  const float* b0 = (const float*)buffers[0];
+  const double* b1 = (const double*)buffers[1];
+  const double* b2 = (const double*)buffers[2];
+  const float* b3 = (const float*)buffers[3];
+  const float* b4 = (const float*)buffers[4];
+  float* b5 = (float*)buffers[5];
+  for (lf_i64 p = begin; p < end;) {
+    const lf_i64 lo = p % 16;
+    const lf_i64 hi = lf_imin(16, lo + (end - p));
+    const lf_i64 v0 = (p / 80);
+    const lf_i64 v1 = (p / 16) % 5;
+    const double t1 = (double)b1[(v0 * 5 + v1)];
+    const double t2 = (double)b2[(v0 * 5 + v1)];
+    const double t3 = (double)1e-05;
+    const double t4 = (double)lf_add(t2, t3);
+    const double t5 = (double)lf_rsqrt(t4);
+    const float t8 = (float)t5;
+    const float t9 = (float)t1;
 #pragma omp simd
-      for (lf_i64 v2 = 0; v2 < 16; ++v2) {
-        const float t0 = (float)b5[((v0 * 80 + v1 * 16) + v2)];
-        const float t6 = (float)b8[v2];
-        const float t7 = (float)b9[v2];
-        const float t10 = (float)lf_sub(t0, t9);
-        const float t11 = (float)lf_mul(t10, t8);
-        const float t12 = (float)lf_mul(t11, t6);
-        const float t13 = (float)lf_add(t12, t7);
-        b10[((v0 * 80 + v1 * 16) + v2)] = (float)t13;
-      }
+    for (lf_i64 v2 = lo; v2 < hi; ++v2) {
+      const float t0 = (float)b0[((v0 * 80 + v1 * 16) + v2)];
+      const float t6 = (float)b3[v2];
+      const float t7 = (float)b4[v2];
+      const float t10 = (float)lf_sub(t0, t9);
+      const float t11 = (float)lf_mul(t10, t8);
+      const float t12 = (float)lf_mul(t11, t6);
+      const float t13 = (float)lf_add(t12, t7);
+      b5[((v0 * 80 + v1 * 16) + v2)] = (float)t13;
     }
+    p += hi - lo;
   }
 }
