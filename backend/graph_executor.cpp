@@ -215,10 +215,10 @@ void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
     runTargets(targets, donation);
   } catch (const std::exception&) {
     const std::string error = currentErrorMessage();
-    if (donation.donated == 0) {
+    if (donation.donated_data == 0) {
       breakFailedTargets(targets, error);
     } else {
-      // Donated inputs are overwritten: a target alone would read them. See Note [Donated
+      // Donated device data is overwritten: a target alone would read it. See Note [Donated
       // buffers].
       for (LazyData* target : targets) target->setBroken(error);
     }

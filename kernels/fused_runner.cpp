@@ -131,6 +131,7 @@ at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& gr
       const at::Tensor& input = bindingSlot(in, graph, values);
       if (!donatable(input, meta, device, in.value.position, graph, values)) break;
       ++values.donation->donated;
+      if (device_data) ++values.donation->donated_data;
       if (fresh) *fresh = false;
       return input;
     }

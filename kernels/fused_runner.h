@@ -17,7 +17,8 @@ struct DonationState {
   /// Per node position: for device data, whether nothing outside the graph and its sync targets
   /// reaches its node (other values need no such check).
   std::vector<uint8_t> free_data;
-  int64_t donated = 0;  // outputs written into donated memory
+  int64_t donated = 0;       // outputs written into donated memory
+  int64_t donated_data = 0;  // of those, into device data's memory
   /// storageSharers of the graph, made when a candidate's storage first has several holders.
   std::vector<std::vector<uint32_t>> sharers;
 };

@@ -37,7 +37,8 @@ bool computeLifetimes(const Graph& graph, ExecutionPlan& plan);
 
 /// Finds, for the outputs of fused kernels, inputs whose memory they may be written into: an
 /// input read only by that kernel, last, at the index the output is written, with the output's
-/// layout, and no extern step after. Run after computeLifetimes. See Note [Donated buffers].
+/// layout (device data: with no extern step after). Run after computeLifetimes. See Note
+/// [Donated buffers].
 bool planDonations(const Graph& graph, ExecutionPlan& plan);
 /// For each node position of `graph`, the positions of the other device-data nodes whose
 /// buffers share a storage with its own (none for a position that is not device data).

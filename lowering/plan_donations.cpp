@@ -30,9 +30,12 @@ namespace {
 //     member reads it), and every load of it is at the index the output is stored at, so each
 //     element is read by the point that then overwrites it (the CPU loop's `omp simd` and the
 //     CUDA 4-wide variant read a point's elements before they store them);
-//   - has no extern step after it in the plan: extern calls are the steps that raise at run
-//     time, and a graph that fails after a donation cannot be rerun target by target (Note
-//     [Failed syncs]); backend/graph_executor.cpp then breaks every target of the graph.
+//   - if it is device data, has no extern step after it in the plan: extern calls are the
+//     steps that raise at run time, and a graph that fails after a device-data buffer was
+//     donated cannot be rerun target by target (Note [Failed syncs]), since the rerun would
+//     read that buffer; backend/graph_executor.cpp then breaks every target of the graph. An
+//     intermediate value is computed again by a rerun, so its memory may be donated anywhere
+//     (an extern's result that a kernel reads last, between two matmuls).
 // Both buffers of a candidate pair are marked may_alias: the CUDA rendering declares them
 // without __restrict__ (which would let the compiler load through the non-coherent read-only
 // cache or move a load past a store).
@@ -100,9 +103,9 @@ bool sharersDoneBefore(const std::vector<uint32_t>& sharers, uint32_t s,
   return true;
 }
 
-/// Plans the donations of the kernels of step `s`.
-void planStep(uint32_t s, const std::vector<int32_t>& kernels, const std::vector<uint32_t>& last,
-              const std::set<ValueKey>& outputs,
+/// Plans the donations of the kernels of step `s`; of device data only when `data`.
+void planStep(const Graph& graph, uint32_t s, bool data, const std::vector<int32_t>& kernels,
+              const std::vector<uint32_t>& last, const std::set<ValueKey>& outputs,
               const std::vector<std::vector<uint32_t>>& sharers, ExecutionPlan& plan) {
   std::map<ValueKey, int> bindings;
   for (int32_t k : kernels) {
@@ -122,6 +125,7 @@ void planStep(uint32_t s, const std::vector<int32_t>& kernels, const std::vector
       for (size_t i = 0; i < kernel.buffers.size(); ++i) {
         const BufferBinding& in = fused.buffers[i];
         if (kernel.buffers[i].output || in.temp || taken[i]) continue;
+        if (!data && graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData) continue;
         if (!(in.meta == fused.buffers[o].meta) || outputs.count(keyOf(in.value)) ||
             last.at(in.value.position) != s || bindings.at(keyOf(in.value)) != 1 ||
             loadIndex(kernel, static_cast<int32_t>(i)) != stored ||
@@ -157,7 +161,7 @@ std::vector<std::vector<uint32_t>> storageSharers(const Graph& graph) {
 }
 
 bool planDonations(const Graph& graph, ExecutionPlan& plan) {
-  uint32_t first = 0;  // the first step after the last extern call
+  uint32_t first = 0;  // the first step after the last extern call: device data from there
   for (uint32_t s = 0; s < plan.steps.size(); ++s) {
     if (plan.steps[s].kind == StepKind::kExternCall) first = s + 1;
   }
@@ -166,13 +170,13 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
   std::set<ValueKey> outputs;
   for (const NodeRef& out : graph.outputs()) outputs.insert(keyOf(out));
   bool changed = false;
-  for (uint32_t s = first; s < plan.steps.size(); ++s) {
+  for (uint32_t s = 0; s < plan.steps.size(); ++s) {
     const PlanStep& step = plan.steps[s];
     if (step.kind != StepKind::kFusedKernel && step.kind != StepKind::kKernelBatch) continue;
     const std::vector<int32_t> kernels = step.kind == StepKind::kFusedKernel
                                              ? std::vector<int32_t>{step.kernel}
                                              : plan.batches.at(step.batch).kernels;
-    planStep(s, kernels, last, outputs, sharers, plan);
+    planStep(graph, s, s >= first, kernels, last, outputs, sharers, plan);
     if (step.kind != StepKind::kKernelBatch) continue;
     // A batch renders one kernel for all its members: a buffer that may alias in one member is
     // declared so in all.

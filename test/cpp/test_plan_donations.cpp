@@ -6,6 +6,7 @@
 #include "kernels/cpu_row_groups.h"
 #include "kernels/extern_runner.h"
 #include "lowering/passes.h"
+#include "lowering/print_plan.h"
 #include "test/cpp/partition_graphs.h"
 #include "test/cpp/recorded_case.h"
 
@@ -99,9 +100,9 @@ TEST(PlanDonationsTest, GraphOutputsAreNotTakenAndAnInputOnlyOnce) {
   EXPECT_EQ(donations(*kernels[0]), std::vector<std::string>{pair(c, 0, 0)});
 }
 
-TEST(PlanDonationsTest, NoDonationBeforeAnExternCall) {
+TEST(PlanDonationsTest, NoDeviceDataDonationBeforeAnExternCall) {
   // clamp_min(mm(x * 0.5, w) + b): the kernel after the matmul may take the matmul's result (an
-  // intermediate it reads last); a kernel before it takes nothing.
+  // intermediate it reads last); the kernel before it may not take x.
   Case c = record(linearInputs(), linearClamp);
   ASSERT_EQ(countExterns(c.plan), 1);
   bool after_extern = false;
@@ -114,6 +115,25 @@ TEST(PlanDonationsTest, NoDonationBeforeAnExternCall) {
     if (after_extern) donated += static_cast<int>(donations(k).size());
   }
   EXPECT_EQ(donated, 1);
+}
+
+TEST(PlanDonationsTest, BetweenExternCallsOnlyIntermediatesAreTaken) {
+  // mm(clamp_min(mm(x, w) * 2 + x, 0), w): the kernel between the matmuls may take the first
+  // matmul's result, which a rerun computes again, but not x, which it could not.
+  Case c = record({at::randn({8, 8}), at::randn({8, 8})},
+                  [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+                    at::Tensor h = at::clamp_min(at::mm(in[0], in[1]) * 2 + in[0], 0);
+                    return {at::mm(h, in[1])};
+                  });
+  ASSERT_EQ(countExterns(c.plan), 2);
+  const int64_t first_mm = positionOf(c.graph, "aten::mm");
+  ASSERT_GE(first_mm, 0);
+  std::vector<std::string> taken;
+  for (const FusedKernel* k : kernelSteps(c.plan)) {
+    for (const std::string& d : donations(*k)) taken.push_back(d);
+  }
+  ASSERT_EQ(taken.size(), 1u) << printPlan(c.graph, c.plan);
+  EXPECT_NE(taken[0].find("<- %" + std::to_string(first_mm)), std::string::npos) << taken[0];
 }
 
 TEST(PlanDonationsTest, KernelsWithReductionsTakeNothing) {

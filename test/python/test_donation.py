@@ -190,3 +190,23 @@ def test_donation_can_be_turned_off(tmp_path):
                              text=True, check=True)
         counts[value] = int(out.stdout.strip().splitlines()[-1])
     assert counts == {"1": 1, "0": 0}
+
+
+def test_failed_graph_after_donating_an_intermediate_keeps_other_values():
+    # The kernel between the matmuls writes into the first matmul's result; the graph then fails
+    # at the out-of-range index. Targets that do not need the index are computed one by one.
+    t, w = base((16, 16)), base((16, 16), seed=1)
+    x, lw = on_lazy(t), on_lazy(w)
+    h = ((x @ lw) * 2 + 1).relu()
+    out = h @ lw
+    bad = out[torch.tensor([99], device=LAZY)]
+    x.add_(1)  # a device-data update in the same graph
+    with pytest.raises(IndexError):
+        lazyfuse.mark_step()
+    lazyfuse.mark_step()
+    expected_h = ((t @ w) * 2 + 1).relu()
+    torch.testing.assert_close(to_cpu(h), expected_h)
+    torch.testing.assert_close(to_cpu(out), expected_h @ w)
+    torch.testing.assert_close(to_cpu(x), t + 1)
+    with pytest.raises(RuntimeError, match="failed at sync"):
+        bad.cpu()
