@@ -10,6 +10,7 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -120,7 +121,7 @@ bool renamesDeviceData(const std::vector<Value>& roots, std::vector<at::Tensor>&
 /// the graph and the sync targets, which the run replaces: its buffer may be donated (Note
 /// [Donated buffers] in lowering/plan_donations.cpp). A node is held from outside when it has
 /// more references than the graph, its users in the graph, `roots` and the targets account for,
-/// and so is every node it feeds.
+/// and so is every node it reads, directly or not.
 std::vector<uint8_t> freeDataInputs(const Graph& graph, const std::vector<Value>& roots,
                                     const std::vector<LazyData*>& targets) {
   const std::vector<NodePtr>& nodes = graph.nodes();
@@ -160,9 +161,14 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
   std::vector<at::Tensor> outputs;
   {
     ScopedTimer timer(metrics::execute_time);
-    donation.free_data = freeDataInputs(graph, roots, targets);
+    const std::vector<FusedKernel>& kernels = plan->plan.kernels;
+    const bool donates = std::any_of(kernels.begin(), kernels.end(), [](const FusedKernel& k) {
+      return !k.donations.empty();
+    });
+    if (donates) donation.free_data = freeDataInputs(graph, roots, targets);
     try {
-      outputs = runPlan(plan->plan, graph, plan->launcher(), plan->batchLauncher(), &donation);
+      outputs = runPlan(plan->plan, graph, plan->launcher(), plan->batchLauncher(),
+                        donates ? &donation : nullptr);
     } catch (...) {
       metrics::buffers_donated.add(donation.donated);
       throw;
