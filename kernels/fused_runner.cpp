@@ -1,7 +1,6 @@
 #include "kernels/fused_runner.h"
 
 #include "lazy_ir/check.h"
-#include "lowering/passes.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty_strided.h>
@@ -77,7 +76,8 @@ bool heldByPlanOnly(const at::Tensor& tensor, bool device_data) {
 /// tensors of the device data sharing that storage, which the plan alone holds and which no
 /// later step reads (Note [Donated buffers]).
 bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device device,
-               uint32_t position, const Graph& graph, PlanValues& values) {
+               const Donation& d, uint32_t position, const Graph& graph,
+               const PlanValues& values) {
   const bool device_data = graph.nodes()[position]->kind() == OpKind::kDeviceData;
   if (!heldByPlanOnly(tensor, device_data) || tensor.device() != device ||
       tensor.scalar_type() != meta.dtype || tensor.sizes() != c10::IntArrayRef(meta.sizes) ||
@@ -87,13 +87,10 @@ bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device dev
   const size_t storage_holders = tensor.storage().use_count();
   if (storage_holders == 1) return true;
   if (!device_data) return false;
-  DonationState& donation = *values.donation;
-  if (donation.sharers.empty()) donation.sharers = storageSharers(graph);
-  const std::vector<uint32_t>& sharers = donation.sharers.at(position);
-  if (storage_holders != 1 + sharers.size()) return false;
-  for (uint32_t other : sharers) {
+  if (storage_holders != 1 + d.sharers.size()) return false;
+  for (uint32_t other : d.sharers) {
     const at::Tensor& shared = values.nodes.at(other).at(0);
-    if (!donation.free_data.at(other) || !heldByPlanOnly(shared, true) ||
+    if (!values.donation->free_data.at(other) || !heldByPlanOnly(shared, true) ||
         shared.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
       return false;
     }
@@ -129,7 +126,7 @@ at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& gr
       const bool device_data = graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData;
       if (device_data && !values.donation->free_data.at(in.value.position)) break;
       const at::Tensor& input = bindingSlot(in, graph, values);
-      if (!donatable(input, meta, device, in.value.position, graph, values)) break;
+      if (!donatable(input, meta, device, d, in.value.position, graph, values)) break;
       ++values.donation->donated;
       if (device_data) ++values.donation->donated_data;
       if (fresh) *fresh = false;

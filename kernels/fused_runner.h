@@ -19,8 +19,6 @@ struct DonationState {
   std::vector<uint8_t> free_data;
   int64_t donated = 0;       // outputs written into donated memory
   int64_t donated_data = 0;  // of those, into device data's memory
-  /// storageSharers of the graph, made when a candidate's storage first has several holders.
-  std::vector<std::vector<uint32_t>> sharers;
 };
 
 /// Graph values by node position and output index, and the plan's temporaries.

@@ -41,6 +41,8 @@ struct ParamBinding {
 struct Donation {
   int32_t output = -1;
   int32_t input = -1;
+  /// Positions of the other device data sharing the input's storage, none used after this step.
+  std::vector<uint32_t> sharers;
 };
 
 struct FusedKernel {

@@ -40,8 +40,5 @@ bool computeLifetimes(const Graph& graph, ExecutionPlan& plan);
 /// layout (device data: with no extern step after). Run after computeLifetimes. See Note
 /// [Donated buffers].
 bool planDonations(const Graph& graph, ExecutionPlan& plan);
-/// For each node position of `graph`, the positions of the other device-data nodes whose
-/// buffers share a storage with its own (none for a position that is not device data).
-std::vector<std::vector<uint32_t>> storageSharers(const Graph& graph);
 
 }  // namespace lazyfuse

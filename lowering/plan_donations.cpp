@@ -43,36 +43,53 @@ namespace {
 // At run time (kernels/fused_runner.cpp, outputBuffer) the candidate is taken only when nothing
 // but the plan holds its memory: the tensor is held by the plan's values alone (and, for device
 // data, by its node), its storage by that tensor alone (or by the tensors of the device data
-// sharing it, each held the same way), and a device-data node is reachable from nothing outside
+// sharing it, each held the same way; the plan lists those, as the graph hash covers which
+// device data share storage), and a device-data node is reachable from nothing outside
 // the graph but the sync targets being replaced (backend/graph_executor.cpp).
 // Otherwise the output is allocated as before. Counted in BuffersDonated; LAZYFUSE_DONATE=0
 // turns donation off. The CPU target takes no donation inside a row group (Note [CPU row
 // groups]): its statistics kernel may read rows its epilogue already wrote, so a plan's "may
 // take" there is for the CUDA target, which runs the two kernels one after the other.
 
-/// The single index text every load of kernel buffer `buffer` uses, or "" when it is loaded at
-/// two indices (or not at all).
-std::string loadIndex(const Kernel& kernel, int32_t buffer) {
+/// The single index text at which kernel buffer `buffer` is loaded (or, with `stores`, stored
+/// into), or "" when it is accessed at two indices (or not at all).
+std::string accessIndex(const Kernel& kernel, int32_t buffer, bool stores) {
+  std::vector<const IxPtr*> indices;
+  if (stores) {
+    for (const KStore& store : kernel.stores) {
+      if (store.buffer == buffer) indices.push_back(&store.index);
+    }
+  } else {
+    for (const KInstr& instr : kernel.instrs) {
+      if (instr.op == KOp::kLoad && instr.buffer == buffer) indices.push_back(&instr.index);
+    }
+  }
   std::string index;
-  for (const KInstr& instr : kernel.instrs) {
-    if (instr.op != KOp::kLoad || instr.buffer != buffer) continue;
-    const std::string text = ixText(instr.index);
+  for (const IxPtr* ix : indices) {
+    const std::string text = ixText(*ix);
     if (!index.empty() && text != index) return "";
     index = text;
   }
   return index;
 }
 
-/// The single index text every store into kernel buffer `buffer` uses, or "".
-std::string storeIndex(const Kernel& kernel, int32_t buffer) {
-  std::string index;
-  for (const KStore& store : kernel.stores) {
-    if (store.buffer != buffer) continue;
-    const std::string text = ixText(store.index);
-    if (!index.empty() && text != index) return "";
-    index = text;
+/// For each node position of `graph`, the positions of the other device-data nodes whose
+/// buffers share a storage with its own (none for a position that is not device data).
+std::vector<std::vector<uint32_t>> storageSharers(const Graph& graph) {
+  const std::vector<uint32_t>& data = graph.dataPositions();
+  const std::vector<uint32_t>& classes = graph.aliasClasses();
+  std::map<uint32_t, std::vector<uint32_t>> members;  // alias class -> its positions
+  for (size_t i = 0; i < data.size(); ++i) members[classes[i]].push_back(data[i]);
+  std::vector<std::vector<uint32_t>> sharers(graph.nodes().size());
+  for (const auto& [cls, positions] : members) {
+    if (positions.size() < 2) continue;
+    for (uint32_t position : positions) {
+      for (uint32_t other : positions) {
+        if (other != position) sharers[position].push_back(other);
+      }
+    }
   }
-  return index;
+  return sharers;
 }
 
 using ValueKey = std::pair<uint32_t, uint32_t>;  // node position, output index
@@ -120,7 +137,7 @@ void planStep(const Graph& graph, uint32_t s, bool data, const std::vector<int32
     std::vector<bool> taken(kernel.buffers.size(), false);
     for (size_t o = 0; o < kernel.buffers.size(); ++o) {
       if (!kernel.buffers[o].output || fused.buffers[o].temp) continue;
-      const std::string stored = storeIndex(kernel, static_cast<int32_t>(o));
+      const std::string stored = accessIndex(kernel, static_cast<int32_t>(o), /*stores=*/true);
       if (stored.empty()) continue;
       for (size_t i = 0; i < kernel.buffers.size(); ++i) {
         const BufferBinding& in = fused.buffers[i];
@@ -128,12 +145,13 @@ void planStep(const Graph& graph, uint32_t s, bool data, const std::vector<int32
         if (!data && graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData) continue;
         if (!(in.meta == fused.buffers[o].meta) || outputs.count(keyOf(in.value)) ||
             last.at(in.value.position) != s || bindings.at(keyOf(in.value)) != 1 ||
-            loadIndex(kernel, static_cast<int32_t>(i)) != stored ||
+            accessIndex(kernel, static_cast<int32_t>(i), /*stores=*/false) != stored ||
             !sharersDoneBefore(sharers.at(in.value.position), s, last, outputs)) {
           continue;
         }
         taken[i] = true;
-        fused.donations.push_back({static_cast<int32_t>(o), static_cast<int32_t>(i)});
+        fused.donations.push_back(
+            {static_cast<int32_t>(o), static_cast<int32_t>(i), sharers.at(in.value.position)});
         kernel.buffers[o].may_alias = kernel.buffers[i].may_alias = true;
         break;
       }
@@ -142,23 +160,6 @@ void planStep(const Graph& graph, uint32_t s, bool data, const std::vector<int32
 }
 
 }  // namespace
-
-std::vector<std::vector<uint32_t>> storageSharers(const Graph& graph) {
-  const std::vector<uint32_t>& data = graph.dataPositions();
-  const std::vector<uint32_t>& classes = graph.aliasClasses();
-  std::map<uint32_t, std::vector<uint32_t>> members;  // alias class -> its positions
-  for (size_t i = 0; i < data.size(); ++i) members[classes[i]].push_back(data[i]);
-  std::vector<std::vector<uint32_t>> sharers(graph.nodes().size());
-  for (const auto& [cls, positions] : members) {
-    if (positions.size() < 2) continue;
-    for (uint32_t position : positions) {
-      for (uint32_t other : positions) {
-        if (other != position) sharers[position].push_back(other);
-      }
-    }
-  }
-  return sharers;
-}
 
 bool planDonations(const Graph& graph, ExecutionPlan& plan) {
   uint32_t first = 0;  // the first step after the last extern call: device data from there
