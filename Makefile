@@ -75,6 +75,8 @@ $(NINJA_FILE): | $(VENV_STAMP) $(DEPS_STAMP)
 build: $(NINJA_FILE) $(PYPKG_STAMP)
 	cmake --build $(BUILD) -j $(JOBS)
 	install -D -m 0755 $(BUILD)/liblazyfuse.so $(LIB_COPY)
+	if [ -f $(BUILD)/liblazyfuse_cuda_graphs.so ]; then \
+	  install -D -m 0755 $(BUILD)/liblazyfuse_cuda_graphs.so $(dir $(LIB_COPY)); fi
 
 # The editable install does not need the library, only the package sources.
 $(PYPKG_STAMP): python/pyproject.toml | $(VENV_STAMP)

@@ -4,6 +4,7 @@
 #include "backend/logging.h"
 #include "backend/metrics.h"
 #include "backend/plan_compiler.h"
+#include "backend/plan_replay.h"
 #include "kernels/extern_runner.h"
 #include "lazy_ir/check.h"
 #include "lowering/print_plan.h"
@@ -40,6 +41,13 @@ constexpr int64_t kMinRunsBeforeFusing = 3;
 struct CachedPlan {
   std::shared_ptr<const CompiledPlan> plan;
   int64_t runs = 0;
+  std::shared_ptr<PlanReplay> replay = std::make_shared<PlanReplay>();
+};
+
+/// A cached plan and its replay state.
+struct PlanEntry {
+  std::shared_ptr<const CompiledPlan> plan;
+  std::shared_ptr<PlanReplay> replay;
 };
 
 struct GraphCache {
@@ -52,7 +60,7 @@ GraphCache& graphCache() {
   return *instance;
 }
 
-std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
+PlanEntry planFor(const Graph& graph) {
   GraphCache& cache = graphCache();
   {
     std::unique_lock<std::mutex> lock(cache.mutex);
@@ -64,7 +72,7 @@ std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
       const int64_t nodes = static_cast<int64_t>(graph.nodes().size());
       if (!entry.plan->fuse_when_recurring || entry.runs < kMinRunsBeforeFusing ||
           entry.runs * nodes < kNodeRunsBeforeFusing) {
-        return entry.plan;
+        return {entry.plan, entry.replay};
       }
       lock.unlock();
       // See Note [Fusing recurring small graphs].
@@ -75,8 +83,9 @@ std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
       }
       metrics::recurring_graphs_fused.add();
       lock.lock();
-      cache.plans[graph.hash()].plan = fused;
-      return fused;
+      CachedPlan& replaced = cache.plans[graph.hash()];
+      replaced.plan = fused;
+      return {fused, replaced.replay};
     }
   }
   std::shared_ptr<const CompiledPlan> plan;
@@ -90,8 +99,8 @@ std::shared_ptr<const CompiledPlan> planFor(const Graph& graph) {
                " kernels");
   if (dumpRequested("ir")) writeDump(graph, "graph", ".txt", printText(graph));
   std::lock_guard<std::mutex> lock(cache.mutex);
-  cache.plans.emplace(graph.hash(), CachedPlan{plan, 1});
-  return plan;
+  auto [entry, added] = cache.plans.emplace(graph.hash(), CachedPlan{plan, 1});
+  return {entry->second.plan, entry->second.replay};
 }
 
 // Note [Renaming ops share their input's buffer]
@@ -157,7 +166,8 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
     return;
   }
   Graph graph = Graph::fromRoots(roots);
-  auto plan = planFor(graph);
+  const PlanEntry entry = planFor(graph);
+  const std::shared_ptr<const CompiledPlan>& plan = entry.plan;
   std::vector<at::Tensor> outputs;
   {
     ScopedTimer timer(metrics::execute_time);
@@ -165,10 +175,20 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
     const bool donates = std::any_of(kernels.begin(), kernels.end(), [](const FusedKernel& k) {
       return !k.donations.empty();
     });
-    if (donates) donation.free_data = freeDataInputs(graph, roots, targets);
     try {
-      outputs = runPlan(plan->plan, graph, plan->launcher(), plan->batchLauncher(),
-                        donates ? &donation : nullptr);
+      // See Note [CUDA graph replay] in backend/plan_replay.cpp.
+      std::optional<std::vector<at::Tensor>> replayed;
+      if (plan->cuda_target) {
+        replayed = entry.replay->run(
+            *plan, graph, [&] { return freeDataInputs(graph, roots, targets); }, donation);
+      }
+      if (replayed) {
+        outputs = std::move(*replayed);
+      } else {
+        if (donates) donation.free_data = freeDataInputs(graph, roots, targets);
+        outputs = runPlan(plan->plan, graph, plan->launcher(), plan->batchLauncher(),
+                          donates ? &donation : nullptr);
+      }
     } catch (...) {
       metrics::buffers_donated.add(donation.donated);
       throw;

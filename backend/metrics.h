@@ -78,6 +78,10 @@ extern Counter& cuda_check_failures;   // CudaCheckFailures: graphs whose CUDA r
 extern Counter& cuda_emulated_launches;  // CudaEmulatedLaunches: CUDA kernels run emulated
 extern Counter& cuda_launches;           // CudaLaunches: fused kernel launches on a GPU
 extern Counter& recurring_graphs_fused;  // RecurringGraphsFused: small graphs fused once they recur
+extern Counter& cuda_graphs_captured;   // CudaGraphsCaptured: plan runs captured for replay
+extern Counter& cuda_graph_replays;     // CudaGraphReplays: plan runs replayed as a CUDA graph
+extern Counter& cuda_graph_mismatches;  // CudaGraphMismatches: checked replays that differed
+extern Counter& cuda_graph_capture_failures;  // CudaGraphCaptureFailures
 extern Counter& kernel_batch_launches;   // KernelBatchLaunches: kernel batches run by a batch kernel
 extern Counter& buffers_donated;  // BuffersDonated: kernel outputs written into inputs' memory
 extern Timer& compile_time;       // CompileTime

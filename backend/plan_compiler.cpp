@@ -230,7 +230,16 @@ KernelLauncher CompiledPlan::launcher() const {
   };
 }
 
+static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool recurring);
+
 std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph, bool recurring) {
+  std::shared_ptr<CompiledPlan> compiled = compileForTarget(graph, recurring);
+  compiled->cuda_target = cudaTarget(hardwareDevice());
+  return compiled;
+}
+
+/// compilePlan, but for cuda_target.
+static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool recurring) {
   auto compiled = std::make_shared<CompiledPlan>();
   const FusionMode mode = fusionMode();
   const bool batch = cudaTarget(hardwareDevice());

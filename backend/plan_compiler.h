@@ -27,6 +27,8 @@ struct CompiledPlan {
   /// Runs node by node only because the graph is small: the graph cache compiles it fused once
   /// it recurs. See Note [Fusing recurring small graphs].
   bool fuse_when_recurring = false;
+  /// Runs on a GPU, or under CUDA emulation: a plan CUDA graph replay may capture.
+  bool cuda_target = false;
 
   /// Runs fused kernel `index` on the target it was compiled for.
   KernelLauncher launcher() const;

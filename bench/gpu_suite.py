@@ -83,10 +83,14 @@ class Suite:
         dev = self.device
         compile_s, launched, fallbacks = compile_seconds(lazy_run)
         eager = timed(eager_fn, dev, self.reps)
+        lazyfuse.reset_metrics()
         lazy = timed(lazy_run, dev, self.reps)
+        m = lazyfuse.metrics()
         row = {"workload": workload, "eager_ms": eager * 1e3, "lazy_ms": lazy * 1e3,
                "lazy_vs_eager": eager / lazy, "lazy_compile_s": compile_s,
-               "kernels_per_step": launched, "fusion_fallbacks": fallbacks}
+               "kernels_per_step": launched, "fusion_fallbacks": fallbacks,
+               "cuda_graph_replays": m.get("CudaGraphReplays", 0),
+               "cuda_graph_mismatches": m.get("CudaGraphMismatches", 0)}
         if compiled_fn is not None:
             try:
                 compiled = timed(compiled_fn, dev, self.reps, warmup=3)
@@ -104,7 +108,8 @@ class Suite:
         extra = "".join(f"  {k} {row[k]:.2f}" for k in ("lazy_vs_torch_compile", "lazy_vs_native")
                         if k in row)
         print(f"{workload:52s} eager {eager*1e3:9.3f} ms  lazy {lazy*1e3:9.3f} ms  "
-              f"x{eager/lazy:6.2f}{extra}  kernels {launched}  compile {compile_s:.2f} s", flush=True)
+              f"x{eager/lazy:6.2f}{extra}  kernels {launched}  compile {compile_s:.2f} s  "
+              f"replays {row['cuda_graph_replays']}", flush=True)
         return row
 
     def maybe_compile(self, fn):

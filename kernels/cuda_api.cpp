@@ -140,6 +140,8 @@ const Loaded& loadedDriver() {
       return result;
     }
     api->cuDriverGetVersion(&api->version);
+    bind(handle, api->cuStreamGetCaptureInfo_v3, "cuStreamGetCaptureInfo_v3");
+    bind(handle, api->cuGraphExecKernelNodeSetParams_v2, "cuGraphExecKernelNodeSetParams_v2");
     result.driver = api;
     return result;
   }();

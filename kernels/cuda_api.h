@@ -18,6 +18,23 @@ using CuContext = struct CUctx_st*;
 using CuModule = struct CUmod_st*;
 using CuFunction = struct CUfunc_st*;
 using CuStream = struct CUstream_st*;
+using CuGraph = struct CUgraph_st*;
+using CuGraphNode = struct CUgraphNode_st*;
+using CuGraphExec = struct CUgraphExec_st*;
+
+/// CUDA_KERNEL_NODE_PARAMS (its _v2 layout, CUDA 12 and later), for cuGraphExecKernelNodeSetParams.
+struct CuKernelNodeParams {
+  CuFunction func = nullptr;
+  unsigned grid_x = 1, grid_y = 1, grid_z = 1;
+  unsigned block_x = 1, block_y = 1, block_z = 1;
+  unsigned shared_bytes = 0;
+  void** kernel_params = nullptr;
+  void** extra = nullptr;
+  void* kern = nullptr;  // CUkernel, used when func is null
+  CuContext ctx = nullptr;
+};
+
+constexpr int kCuStreamCaptureStatusActive = 1;
 
 constexpr int kCuDeviceAttributeMultiprocessorCount = 16;
 constexpr int kCuDeviceAttributeComputeCapabilityMajor = 75;
@@ -58,6 +75,13 @@ struct CudaDriverApi {
   CuResult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CuFunction, int, size_t) = nullptr;
   CuResult (*cuLaunchKernel)(CuFunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, CuStream, void**, void**) = nullptr;
+  // Optional: null where the driver lacks them (before CUDA 12.3), and then captured CUDA graphs
+  // are replayed only with the parameter values they were captured with. See Note [CUDA graph
+  // replay] in backend/plan_replay.cpp.
+  CuResult (*cuStreamGetCaptureInfo_v3)(CuStream, int*, unsigned long long*, CuGraph*,
+                                        const CuGraphNode**, const void**, size_t*) = nullptr;
+  CuResult (*cuGraphExecKernelNodeSetParams_v2)(CuGraphExec, CuGraphNode,
+                                                const CuKernelNodeParams*) = nullptr;
 };
 
 /// NVRTC, loaded once per process; null when it cannot be found (`why` says where we looked).

@@ -1,5 +1,6 @@
 #include "kernels/cuda_emulation.h"
 
+#include "kernels/cuda_graph.h"
 #include "kernels/cuda_runner.h"
 #include "kernels/detail/cuda_dialect.h"
 #include "lazy_ir/check.h"
@@ -247,16 +248,33 @@ std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
 void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& module,
                            size_t index, const Graph& graph, PlanValues& values) {
   const CudaEmulatedKernel& k = module.kernels.at(index);
-  CudaLaunchArgs launch;
+  PlanCapture* capture = currentCapture();
+  CudaLaunchArgs local;
+  CapturedLaunch* record = capture ? &capture->addLaunch() : nullptr;
+  CudaLaunchArgs& launch = record ? record->args : local;
   prepareCudaLaunch(fused, k.shape, k.vector_function != nullptr, graph, values,
                     c10::Device(c10::DeviceType::CPU), launch);
   if (launch.points == 0) return;
   LF_INTERNAL_ASSERT(k.shape.block <= static_cast<int>(kEmulatedBlock), "blocks of ",
                      k.shape.block, " threads");
-  std::lock_guard<std::mutex> guard(BlockThreads::launchMutex());
-  (launch.vector ? k.vector_function : k.function)(
-      &BlockThreads::run, cudaGridFor(launch, k.shape, kEmulatedMaxBlocks),
-      launch.args.data());
+  CudaEmulatedFn function = launch.vector ? k.vector_function : k.function;
+  const unsigned grid = cudaGridFor(launch, k.shape, kEmulatedMaxBlocks);
+  {
+    std::lock_guard<std::mutex> guard(BlockThreads::launchMutex());
+    function(&BlockThreads::run, grid, launch.args.data());
+  }
+  if (!record) return;
+  record->kernel = static_cast<int32_t>(index);
+  record->function = reinterpret_cast<void*>(function);
+  record->grid = grid;
+  record->block = static_cast<unsigned>(k.shape.block);
+  capture->addStep([record] {
+    // A GPU replays the zeroing of a split reduction's counters as a captured memset.
+    if (record->args.counters.defined()) record->args.counters.zero_();
+    std::lock_guard<std::mutex> guard(BlockThreads::launchMutex());
+    reinterpret_cast<CudaEmulatedFn>(record->function)(&BlockThreads::run, record->grid,
+                                                       record->args.args.data());
+  });
 }
 
 size_t runEmulatedCudaBatch(const ExecutionPlan& plan, size_t batch,
@@ -268,11 +286,26 @@ size_t runEmulatedCudaBatch(const ExecutionPlan& plan, size_t batch,
                                c10::Device(c10::DeviceType::CPU));
   LF_INTERNAL_ASSERT(g.shape.block <= static_cast<int>(kEmulatedBlock), "blocks of ",
                      g.shape.block, " threads");
-  std::lock_guard<std::mutex> guard(BlockThreads::launchMutex());
+  PlanCapture* capture = currentCapture();
+  size_t first = 0;
   for (CudaBatchLaunch& launch : launches) {
-    void* table = launch.table.data();
-    (launch.vector ? g.vector_function : g.function)(
-        &BlockThreads::run, static_cast<unsigned>(launch.blocks), &table);
+    CudaEmulatedFn function = launch.vector ? g.vector_function : g.function;
+    {
+      std::lock_guard<std::mutex> guard(BlockThreads::launchMutex());
+      void* table = launch.table.data();
+      function(&BlockThreads::run, static_cast<unsigned>(launch.blocks), &table);
+    }
+    const size_t count = static_cast<size_t>(launch.table[0]);
+    if (capture) {
+      CapturedLaunch* r = &recordBatchLaunch(*capture, static_cast<int32_t>(batch), first, g.shape,
+                                             reinterpret_cast<void*>(function), std::move(launch));
+      capture->addStep([r] {
+        std::lock_guard<std::mutex> guard(BlockThreads::launchMutex());
+        void* table = r->table.data();
+        reinterpret_cast<CudaEmulatedFn>(r->function)(&BlockThreads::run, r->grid, &table);
+      });
+    }
+    first += count;
   }
   return launches.size();
 }

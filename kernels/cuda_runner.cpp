@@ -1,6 +1,7 @@
 #include "kernels/cuda_runner.h"
 
 #include "kernels/cuda_api.h"
+#include "kernels/cuda_graph.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/ops/empty.h>
@@ -68,7 +69,51 @@ bool alignedForVector(const Kernel& kernel, const std::vector<int32_t>& wide,
   return true;
 }
 
+/// A batch table's word for parameter `binding`: a float's bits (toLong() would throw on inf or
+/// NaN), or the integer.
+int64_t paramWord(const Graph& graph, const ParamBinding& binding) {
+  const c10::Scalar value = paramValue(graph, binding);
+  if (!binding.floating) return value.toLong();
+  const double d = value.toDouble();
+  int64_t word = 0;
+  std::memcpy(&word, &d, sizeof(word));
+  return word;
+}
+
 }  // namespace
+
+bool refreshLaunchParams(const ExecutionPlan& plan, const Graph& graph, CapturedLaunch& launch) {
+  bool changed = false;
+  auto update = [&changed](int64_t& slot, int64_t word) {
+    changed = changed || slot != word;
+    slot = word;
+  };
+  if (launch.kernel >= 0) {
+    const FusedKernel& fused = plan.kernels.at(launch.kernel);
+    for (size_t p = 0; p < fused.params.size(); ++p) {
+      const int64_t word = paramWord(graph, fused.params[p]);
+      if (!fused.params[p].floating) {
+        update(launch.args.ints[p], word);
+        continue;
+      }
+      int64_t old = 0;
+      std::memcpy(&old, &launch.args.floats[p], sizeof(old));
+      update(old, word);
+      std::memcpy(&launch.args.floats[p], &old, sizeof(old));
+    }
+  } else if (launch.batch >= 0) {
+    const KernelBatch& batch = plan.batches.at(launch.batch);
+    for (size_t s = 0; s < launch.count; ++s) {
+      const FusedKernel& fused = plan.kernels.at(batch.kernels.at(launch.first + s));
+      const size_t num_buffers = fused.buffers.size();
+      for (size_t p = 0; p < fused.params.size(); ++p) {
+        update(launch.table.at(cudaBatchTableWord(*launch.batch_shape, 2 + num_buffers + p, s)),
+               paramWord(graph, fused.params[p]));
+      }
+    }
+  }
+  return changed;
+}
 
 int cudaArch(c10::Device device) {
   const CudaDriverApi& api = driver();
@@ -184,15 +229,8 @@ std::vector<CudaBatchLaunch> prepareCudaBatchLaunches(const ExecutionPlan& plan,
             static_cast<int64_t>(reinterpret_cast<uintptr_t>(pointers[b]));
       }
       for (size_t p = 0; p < fused.params.size(); ++p) {
-        const c10::Scalar value = paramValue(graph, fused.params[p]);
-        int64_t word = 0;
-        if (fused.params[p].floating) {  // its bits: toLong() would throw on inf or NaN
-          const double d = value.toDouble();
-          std::memcpy(&word, &d, sizeof(word));
-        } else {
-          word = value.toLong();
-        }
-        launch.table[cudaBatchTableWord(shape, 2 + num_buffers + p, s)] = word;
+        launch.table[cudaBatchTableWord(shape, 2 + num_buffers + p, s)] =
+            paramWord(graph, fused.params[p]);
       }
       launch.vector = launch.vector && alignedForVector(fused.kernel, shape.vector_buffers, pointers);
     }
@@ -213,6 +251,8 @@ size_t runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& m
   const CudaDriverApi& api = driver();
   c10::DeviceGuard guard(module.device);
   makeContextCurrent(api, module.device);
+  PlanCapture* capture = currentCapture();
+  size_t first = 0;
   for (CudaBatchLaunch& launch : launches) {
     void* table = launch.table.data();
     void* function = launch.vector ? g.vector_function : g.function;
@@ -220,6 +260,13 @@ size_t runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& m
                                     static_cast<unsigned>(launch.blocks), 1, 1,
                                     static_cast<unsigned>(g.shape.block), 1, 1, 0,
                                     static_cast<CuStream>(stream.native_handle()), &table, nullptr));
+    const size_t count = static_cast<size_t>(launch.table[0]);
+    if (capture) {
+      recordBatchLaunch(*capture, static_cast<int32_t>(batch), first, g.shape, function,
+                        std::move(launch))
+          .node = lastCapturedNode(stream.native_handle());
+    }
+    first += count;
   }
   return launches.size();
 }
@@ -227,21 +274,30 @@ size_t runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& m
 void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t index,
                    const Graph& graph, PlanValues& values) {
   const CudaKernelHandle& k = module.kernels.at(index);
-  CudaLaunchArgs launch;
+  PlanCapture* capture = currentCapture();
+  CudaLaunchArgs local;
+  CapturedLaunch* record = capture ? &capture->addLaunch() : nullptr;
+  CudaLaunchArgs& launch = record ? record->args : local;
   prepareCudaLaunch(fused, k.shape, k.vector_function != nullptr, graph, values, module.device,
                     launch);
   if (launch.points == 0) return;
   void* function = launch.vector ? k.vector_function : k.function;
+  const unsigned grid = cudaGridFor(launch, k.shape, k.max_blocks);
   c10::Stream stream =
       c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(module.device);
   const CudaDriverApi& api = driver();
   c10::DeviceGuard guard(module.device);
   makeContextCurrent(api, module.device);
-  LF_CU_CHECK(api, cuLaunchKernel(static_cast<CuFunction>(function),
-                                  cudaGridFor(launch, k.shape, k.max_blocks), 1, 1,
+  LF_CU_CHECK(api, cuLaunchKernel(static_cast<CuFunction>(function), grid, 1, 1,
                                   static_cast<unsigned>(k.shape.block), 1, 1, 0,
                                   static_cast<CuStream>(stream.native_handle()),
                                   launch.args.data(), nullptr));
+  if (!record) return;
+  record->kernel = static_cast<int32_t>(index);
+  record->function = function;
+  record->grid = grid;
+  record->block = static_cast<unsigned>(k.shape.block);
+  record->node = lastCapturedNode(stream.native_handle());
 }
 
 }  // namespace lazyfuse

@@ -1,12 +1,13 @@
 #include "kernels/extern_runner.h"
 
+#include "kernels/cuda_graph.h"
 #include "kernels/fused_runner.h"
-
 #include "lazy_ir/check.h"
 
 #include <ATen/core/List.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
@@ -38,6 +39,7 @@ class StepRunner {
     inputs_ = graph_.inputsOf(position);
     next_input_ = 0;
     written_.clear();
+    sources_.clear();
     torch::jit::Stack stack;
     stack.reserve(attrs.args.size());
     size_t next_param = 0;
@@ -47,6 +49,11 @@ class StepRunner {
         continue;
       }
       stack.push_back(argument(slot));
+    }
+    PlanCapture* capture = currentCapture();
+    if (capture && capture->emulated()) {
+      recordEmulated(*capture, position, attrs, std::move(stack));
+      return;
     }
     attrs.op.callBoxed(stack);
     collectOutputs(position, attrs, stack);
@@ -58,8 +65,74 @@ class StepRunner {
     const at::Tensor& tensor = values_[ref.position].at(ref.index);
     LF_INTERNAL_ASSERT(tensor.defined(), "value %", ref.position, " used after release");
     if (!mutated) return tensor;
+    sources_.push_back(tensor);
     written_.push_back(writableCopy(tensor));
     return written_.back();
+  }
+
+  /// Runs the extern step at `position` and records it for replay under CUDA emulation: the
+  /// same call again over the same memory, its results copied into the outputs this run made.
+  void recordEmulated(PlanCapture& capture, uint32_t position, const AtenCallAttrs& attrs,
+                      torch::jit::Stack stack) {
+    torch::jit::Stack recorded;
+    for (const c10::IValue& value : stack) recorded.push_back(replayable(capture, value));
+    std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (source, its writable copy)
+    for (size_t i = 0; i < written_.size(); ++i) {
+      copies.emplace_back(replayable(capture, sources_[i]).toTensor(), written_[i]);
+    }
+    const size_t num_written = written_.size();
+    std::vector<ReturnKind> returns;
+    for (const ReturnSlot& ret : attrs.returns) returns.push_back(ret.kind);
+    attrs.op.callBoxed(stack);
+    collectOutputs(position, attrs, stack);
+    std::vector<at::Tensor> outputs;
+    for (const at::Tensor& out : values_[position]) {
+      capture.keep(out);
+      outputs.push_back(replayable(capture, out).toTensor());
+    }
+    capture.addStep([op = attrs.op, recorded, copies, outputs, num_written, returns] {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      for (const auto& [source, copy] : copies) copy.copy_(source);
+      torch::jit::Stack again = recorded;
+      op.callBoxed(again);
+      for (size_t i = 0; i < num_written; ++i) {
+        if (!outputs[i].is_same(copies[i].second)) outputs[i].copy_(copies[i].second);
+      }
+      size_t next = num_written;
+      for (size_t r = 0; r < returns.size(); ++r) {
+        if (returns[r] == ReturnKind::kTensor) outputs.at(next++).copy_(again[r].toTensor());
+        if (returns[r] != ReturnKind::kTensorList) continue;
+        for (const at::Tensor& t : again[r].toTensorList()) outputs.at(next++).copy_(t);
+      }
+    });
+  }
+
+  /// `value` as a replay may hold it: tensors on the memory of the run's inputs become views that
+  /// do not own it (replay finds the inputs at the same addresses), other tensors are kept.
+  static c10::IValue replayable(PlanCapture& capture, const c10::IValue& value) {
+    if (value.isTensor()) {
+      const at::Tensor& t = value.toTensor();
+      if (!t.defined() || !t.has_storage() ||
+          !capture.external.count(t.storage().unsafeGetStorageImpl())) {
+        return value;
+      }
+      return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options());
+    }
+    if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : value.toTensorList()) {
+        list.push_back(replayable(capture, t).toTensor());
+      }
+      return list;
+    }
+    if (value.isList()) {
+      c10::impl::GenericList list(value.toList().elementType());
+      for (const c10::IValue& element : value.toList()) {
+        list.push_back(replayable(capture, element));
+      }
+      return list;
+    }
+    return value;
   }
 
   c10::IValue argument(const ArgSlot& slot) {
@@ -118,6 +191,7 @@ class StepRunner {
   c10::ArrayRef<NodeRef> inputs_;
   size_t next_input_ = 0;
   std::vector<at::Tensor> written_;
+  std::vector<at::Tensor> sources_;  // what each of written_ copies
 };
 
 /// See Note [Strided views of buffers].
@@ -150,7 +224,7 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
 
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const KernelLauncher& launch, const BatchLauncher& launch_batch,
-                                DonationState* donation) {
+                                DonationState* donation, const std::vector<at::Tensor>* data) {
   LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
   LF_INTERNAL_ASSERT(plan.kernels.empty() || launch, "plan run without its kernels");
   // Real tensors need no autograd here: lazy autograd already recorded the backward ops.
@@ -160,8 +234,11 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
   values.temps.resize(plan.num_temps);
   values.donation = donation;
   for (uint32_t position : graph.dataPositions()) {
-    values.nodes[position] = {graph.nodes()[position]->data()};
+    const bool replaced = data && data->at(position).defined();
+    values.nodes[position] = {replaced ? data->at(position) : graph.nodes()[position]->data()};
   }
+  PlanCapture* capture = currentCapture();
+  if (capture && !capture->emulated()) capture = nullptr;  // a GPU keeps memory in its pool
   StepRunner runner(graph, values.nodes);
   for (const PlanStep& step : plan.steps) {
     if (step.kind == StepKind::kFusedKernel) {
@@ -177,7 +254,18 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
     } else {
       runner.run(step.position);
     }
+    if (capture) {
+      for (uint32_t dead : step.release_after) {
+        for (const at::Tensor& t : values.nodes[dead]) capture->keep(t);
+      }
+      for (const at::Tensor& t : values.temps) capture->keep(t);
+    }
     for (uint32_t dead : step.release_after) values.nodes[dead].clear();
+  }
+  if (capture) {
+    for (const std::vector<at::Tensor>& node : values.nodes) {
+      for (const at::Tensor& t : node) capture->keep(t);
+    }
   }
   std::vector<at::Tensor> outputs;
   outputs.reserve(graph.outputs().size());

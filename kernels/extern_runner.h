@@ -29,11 +29,13 @@ using BatchLauncher = std::function<void(size_t index, const Graph& graph, PlanV
 /// runPlan with the fused kernel steps run by `launch` (which may be empty for a plan without
 /// fused kernels) and the kernel batches by `launch_batch`, or member by member by `launch`
 /// when `launch_batch` is empty. With `donation`, kernel outputs may be written into the memory
-/// of inputs it frees (Note [Donated buffers]), and it counts them.
+/// of inputs it frees (Note [Donated buffers]), and it counts them. With `data`, the tensors
+/// defined in it (by node position) replace the buffers of those device data.
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const KernelLauncher& launch,
                                 const BatchLauncher& launch_batch = {},
-                                DonationState* donation = nullptr);
+                                DonationState* donation = nullptr,
+                                const std::vector<at::Tensor>* data = nullptr);
 
 /// A tensor with exactly `meta`'s sizes and strides holding `tensor`'s values; `tensor` itself
 /// when its layout already matches.

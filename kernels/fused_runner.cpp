@@ -116,21 +116,30 @@ at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& 
   return outputs.at(b.value.index);
 }
 
+bool mayDonate(const FusedKernel& fused, const Donation& d, const Graph& graph,
+               PlanValues& values, c10::Device device) {
+  const BufferBinding& in = fused.buffers.at(d.input);
+  const bool device_data = graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData;
+  if (device_data && !values.donation->free_data.at(in.value.position)) return false;
+  return donatable(bindingSlot(in, graph, values), fused.buffers.at(d.output).meta, device, d,
+                   in.value.position, graph, values);
+}
+
 at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& graph,
                         PlanValues& values, c10::Device device, bool* fresh) {
   const TensorMeta& meta = fused.buffers.at(buffer).meta;
   if (values.donation && donationEnabled()) {
     for (const Donation& d : fused.donations) {
       if (static_cast<size_t>(d.output) != buffer) continue;
+      if (!mayDonate(fused, d, graph, values, device)) break;
       const BufferBinding& in = fused.buffers.at(d.input);
-      const bool device_data = graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData;
-      if (device_data && !values.donation->free_data.at(in.value.position)) break;
-      const at::Tensor& input = bindingSlot(in, graph, values);
-      if (!donatable(input, meta, device, d, in.value.position, graph, values)) break;
       ++values.donation->donated;
-      if (device_data) ++values.donation->donated_data;
+      if (graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData) {
+        ++values.donation->donated_data;
+      }
+      if (values.donation->record_taken) values.donation->taken.emplace_back(&fused, &d);
       if (fresh) *fresh = false;
-      return input;
+      return bindingSlot(in, graph, values);
     }
   }
   if (fresh) *fresh = true;

@@ -19,6 +19,9 @@ struct DonationState {
   std::vector<uint8_t> free_data;
   int64_t donated = 0;       // outputs written into donated memory
   int64_t donated_data = 0;  // of those, into device data's memory
+  /// With `record_taken`, the donations taken, in order (a captured run's, for replay).
+  bool record_taken = false;
+  std::vector<std::pair<const FusedKernel*, const Donation*>> taken;
 };
 
 /// Graph values by node position and output index, and the plan's temporaries.
@@ -36,6 +39,11 @@ at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& 
 /// which.
 at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& graph,
                         PlanValues& values, c10::Device device, bool* fresh = nullptr);
+
+/// True when donation `d` of `fused` may be taken now: nothing but the plan holds the input
+/// (Note [Donated buffers]).
+bool mayDonate(const FusedKernel& fused, const Donation& d, const Graph& graph,
+               PlanValues& values, c10::Device device);
 
 void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph,
                     PlanValues& values);

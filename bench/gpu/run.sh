@@ -7,7 +7,8 @@
 #   tests   C++ tests, then the Python suite with CUDA as the hardware device (lazy vs eager
 #           CUDA), again with every graph fused (LAZYFUSE_FUSION=always) for the training,
 #           view and mutation tests
-#   bench   bench/gpu_suite.py: W0-W6 on the GPU, lazyfuse vs eager CUDA vs torch.compile
+#   bench   bench/gpu_suite.py: W0-W6 on the GPU, lazyfuse vs eager CUDA vs torch.compile, then
+#           W5 and W6 again without CUDA graph replay and without donation
 #   opinfo  PyTorch's OpInfo tests on lazy with CUDA as the hardware device, against eager CUDA
 #           (the ci subset)
 #
@@ -46,6 +47,7 @@ step configure cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DGTEST_ROOT="$DEPS/gtest" || exit 1
 step build cmake --build $BUILD -j "$(nproc)" || exit 1
 install -D -m 0755 $BUILD/liblazyfuse.so python/lazyfuse/lib/liblazyfuse.so
+install -D -m 0755 $BUILD/liblazyfuse_cuda_graphs.so python/lazyfuse/lib/liblazyfuse_cuda_graphs.so
 # The editable install registers the torch.backends autoload entry point (test_api.py uses it).
 step pip_install $PY -m pip install -q --no-index --no-build-isolation --no-deps -e python
 
@@ -59,6 +61,12 @@ if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
 fi
 if [ "$MODE" = bench ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
   step bench env LAZYFUSE_BENCH_OUT="$OUT" $PY bench/gpu_suite.py
+  # The training steps again without CUDA graph replay and without donation: what each gives.
+  mkdir -p "$OUT/no-replay" "$OUT/no-donation"
+  step bench_no_replay env LAZYFUSE_CUDA_GRAPHS=0 LAZYFUSE_BENCH_OUT="$OUT/no-replay" \
+    $PY bench/gpu_suite.py --only W5,W6 --no-compile
+  step bench_no_donation env LAZYFUSE_DONATE=0 LAZYFUSE_BENCH_OUT="$OUT/no-donation" \
+    $PY bench/gpu_suite.py --only W5,W6 --no-compile
   step trace_overhead $PY bench/trace_overhead.py
   cp bench/results/trace_overhead.* "$OUT"/ 2>/dev/null
 fi

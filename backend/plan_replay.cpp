@@ -1,0 +1,394 @@
+#include "backend/plan_replay.h"
+
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/isnan.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+
+#include "backend/device.h"
+#include "backend/logging.h"
+#include "backend/metrics.h"
+#include "kernels/cuda_graph.h"
+#include "kernels/extern_runner.h"
+#include "lazy_ir/check.h"
+#include "lowering/lowerings.h"
+
+namespace lazyfuse {
+
+// Note [CUDA graph replay]
+// A training or inference loop runs the same plan every step, and on a GPU a small step costs
+// its launches: an ATen call or a kernel launch per step of the plan, microseconds each on the
+// host. So a cached plan whose runs keep finding their inputs where they were is captured once
+// as a CUDA graph, and later runs replay it: one graph launch, nothing dispatched.
+//
+// What a graph bakes in, and how each is kept true on replay:
+// - Addresses of inputs. The first two runs of a plan tell the device data that stay in place
+//   (parameters and optimizer state, which donation writes in place: Note [Donated buffers])
+//   from those that move (a new data batch each step). The graph reads the first in place,
+//   and a replay requires each at the address captured; the others are copied, before each
+//   replay, into buffers the capture made for them. An input in place that moves ends the
+//   graph, and the next run captures anew as a moving one (kMaxCaptures in all).
+// - Memory of everything else. On a GPU the capture allocates from a private pool of torch's
+//   caching allocator (torch's own capture, in the plugin liblazyfuse_cuda_graphs.so), which
+//   keeps the graph's memory for it. Graph outputs live there too: a large one is handed out
+//   as a view of that memory, and a replay waits (runs the plan as usual) until nothing holds
+//   the previous one; a small one (kCloneBytes) is copied out, so a loss a loop keeps never
+//   stops replay.
+// - Donations. An output the capture wrote into an input's memory is written there on every
+//   replay, so each replay checks that nothing but the plan holds those inputs, as a donating
+//   run does.
+// - Scalars. Kernel parameters (Adam's bias corrections, a scheduled learning rate) change from
+//   step to step: a replay gives each captured launch its current values
+//   (cuGraphExecKernelNodeSetParams), and under emulation the recorded launch reads them. The
+//   scalars of extern steps are baked into ATen's kernels, so a replay requires them unchanged.
+// - Nothing else: plans with random ops are never captured (their generator offsets would need
+//   torch's graph-safe RNG bookkeeping, and replaying them could not be checked against a run),
+//   and a capture that a synchronizing op breaks is given up: the plan then runs as usual.
+//
+// Every capture is checked. The capturing run first runs the plan as usual without donation
+// (its inputs untouched), then captures and replays it, and compares the outputs bit for bit
+// (NaN equal to NaN); so do the first replay after it and the first that gives launches new
+// scalars. A difference gives up replay for the plan, and the run returns the outputs of the
+// ordinary run, so a broken replay costs speed, never numbers (counted in CudaGraphMismatches).
+//
+// Under CUDA emulation (LAZYFUSE_CUDA_EMULATION=1) the same logic runs on the CPU: the capture
+// is a normal run that records its launches and extern calls (kernels/cuda_graph.h), and replay
+// runs the records again over the same memory. That is how the tests check, without a GPU,
+// what a replay reads and writes. LAZYFUSE_CUDA_GRAPHS=0 turns replay off.
+constexpr int64_t kRunsBeforeCapture = 3;
+constexpr int kMaxCaptures = 3;
+constexpr size_t kCloneBytes = size_t{1} << 20;
+
+namespace {
+
+enum class OutputKind : uint8_t {
+  kInput,   // memory of a device data the graph reads in place
+  kStatic,  // memory of the graph, handed out
+  kClone,   // memory of the graph, copied out
+};
+
+struct OutputSource {
+  OutputKind kind = OutputKind::kStatic;
+  uint32_t position = 0;  // kInput: the device data
+  bool same = false;      // kInput: the device data's tensor itself
+  int32_t storage = -1;   // kStatic, kClone: index into CapturedRun::statics
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+};
+
+/// True when `a` and `b` hold the same values, NaN matching NaN.
+bool sameValues(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  if (a.numel() == 0) return true;
+  at::Tensor equal = at::eq(a, b);
+  if (a.is_floating_point() || a.is_complex()) {
+    equal = equal.logical_or(at::isnan(a).logical_and(at::isnan(b)));
+  }
+  return equal.all().item<bool>();
+}
+
+bool sameParams(const std::vector<c10::IValue>& a, const std::vector<c10::IValue>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!c10::_fastEqualsForContainer(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+bool eligible(const CompiledPlan& plan, const Graph& graph) {
+  if (!plan.cuda_target || plan.plan.steps.empty()) return false;
+  for (const NodePtr& node : graph.nodes()) {
+    if (node->kind() == OpKind::kAten && classifyOp(node->opName()) == OpClass::kRandom) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+struct CapturedRun {
+  std::unique_ptr<CudaGraph> gpu;  // null under emulation
+  std::unique_ptr<PlanCapture> capture;
+  std::vector<size_t> fixed;  // device data read in place, by dataPositions() index
+  std::vector<const void*> fixed_addresses;
+  std::vector<uint32_t> copied;  // device data copied in, by position, into copied_into
+  std::vector<int32_t> copied_into;
+  std::vector<at::Tensor> statics;  // memory of the graph, one tensor per storage
+  std::vector<size_t> holders;      // use count of each static's storage with nothing outside
+  std::vector<OutputSource> outputs;
+  std::vector<std::pair<uint32_t, std::vector<c10::IValue>>> extern_params;
+  std::vector<std::pair<const FusedKernel*, const Donation*>> data_donations;
+  int64_t donated = 0, donated_data = 0;
+  bool verify_next = true;     // the first replay after the capture is checked
+  bool verify_changed = true;  // so is the first that gives launches new scalars
+
+  std::vector<at::Tensor> handOut(const Graph& graph) const {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    std::vector<at::Tensor> result;
+    result.reserve(outputs.size());
+    for (const OutputSource& o : outputs) {
+      if (o.kind == OutputKind::kInput) {
+        const at::Tensor& input = graph.nodes()[o.position]->data();
+        result.push_back(o.same ? input : input.as_strided(o.sizes, o.strides, o.offset));
+        continue;
+      }
+      at::Tensor view = statics[o.storage].as_strided(o.sizes, o.strides, o.offset);
+      if (o.kind == OutputKind::kClone) {
+        at::Tensor copy = at::empty_strided(o.sizes, o.strides, view.options());
+        copy.copy_(view);
+        view = copy;
+      }
+      result.push_back(std::move(view));
+    }
+    return result;
+  }
+};
+
+bool cudaGraphsEnabled() {
+  const char* env = std::getenv("LAZYFUSE_CUDA_GRAPHS");
+  const std::string value = env ? env : "";
+  return value != "0" && value != "off";
+}
+
+PlanReplay::PlanReplay() = default;
+PlanReplay::~PlanReplay() = default;
+
+void PlanReplay::disable(const std::string& why) {
+  disabled_ = true;
+  captured_.reset();
+  LF_LOG_WARN("graph of ", plan_ ? plan_->plan.steps.size() : 0,
+              " steps is not replayed as a CUDA graph: ", why);
+}
+
+std::optional<std::vector<at::Tensor>> PlanReplay::run(
+    const CompiledPlan& plan, const Graph& graph,
+    const std::function<std::vector<uint8_t>()>& free_data, DonationState& donation) {
+  if (!cudaGraphsEnabled()) return std::nullopt;
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;  // another thread runs this plan
+  if (plan_ != &plan) {  // a recurring small graph's plan was replaced by a fused one
+    captured_.reset();
+    eligible_ = -1;
+    disabled_ = false;
+    runs_ = 0;
+    captures_ = 0;
+    plan_ = &plan;
+  }
+  if (eligible_ < 0) eligible_ = eligible(plan, graph) ? 1 : 0;
+  if (!eligible_ || disabled_) return std::nullopt;
+  const std::vector<uint32_t>& data = graph.dataPositions();
+  std::vector<const void*> addresses(data.size());
+  for (size_t i = 0; i < data.size(); ++i) addresses[i] = graph.nodes()[data[i]]->data().data_ptr();
+  if (captured_) {
+    Attempt attempt = replay(plan, graph, addresses, free_data, donation);
+    if (attempt.outputs) return attempt.outputs;
+    if (!attempt.moved || disabled_) return std::nullopt;
+    captured_.reset();
+  }
+  if (runs_ > 0) {
+    for (size_t i = 0; i < data.size(); ++i) moving_[i] |= addresses[i] != last_addresses_[i];
+  } else {
+    moving_.assign(data.size(), 0);
+  }
+  last_addresses_ = addresses;
+  ++runs_;
+  if (runs_ < kRunsBeforeCapture || captures_ >= kMaxCaptures) return std::nullopt;
+  ++captures_;
+  return capture(plan, graph, free_data, donation);
+}
+
+std::optional<std::vector<at::Tensor>> PlanReplay::capture(
+    const CompiledPlan& plan, const Graph& graph,
+    const std::function<std::vector<uint8_t>()>& free_data, DonationState& donation) {
+  const c10::Device device = hardwareDevice();
+  const bool emulated = !device.is_cuda();
+  // The run as usual, without donation so that the inputs stay as they are: what the capture's
+  // replay must give, and what this run returns if it does not.
+  std::vector<at::Tensor> reference =
+      runPlan(plan.plan, graph, plan.launcher(), plan.batchLauncher(), nullptr);
+
+  auto run = std::make_unique<CapturedRun>();
+  run->capture = std::make_unique<PlanCapture>(emulated);
+  const std::vector<uint32_t>& data = graph.dataPositions();
+  const std::vector<NodePtr>& nodes = graph.nodes();
+  std::vector<at::Tensor> replaced(nodes.size());
+  std::unordered_map<const c10::StorageImpl*, int32_t> static_of;
+  for (size_t i = 0; i < data.size(); ++i) {
+    const at::Tensor& input = nodes[data[i]]->data();
+    if (!moving_[i]) {
+      run->fixed.push_back(i);
+      run->fixed_addresses.push_back(input.data_ptr());
+      run->capture->external.insert(input.storage().unsafeGetStorageImpl());
+      continue;
+    }
+    at::Tensor buffer = at::empty_strided(input.sizes(), input.strides(), input.options());
+    buffer.copy_(input);
+    replaced[data[i]] = buffer;
+    run->copied.push_back(data[i]);
+    run->copied_into.push_back(static_cast<int32_t>(run->statics.size()));
+    static_of[buffer.storage().unsafeGetStorageImpl()] = static_cast<int32_t>(run->statics.size());
+    run->statics.push_back(buffer);
+  }
+  DonationState state;
+  state.record_taken = true;
+  const bool donates = std::any_of(plan.plan.kernels.begin(), plan.plan.kernels.end(),
+                                   [](const FusedKernel& k) { return !k.donations.empty(); });
+  if (donates) {
+    state.free_data = free_data();
+    for (uint32_t position : run->copied) state.free_data[position] = 0;  // held by the run
+  }
+  std::vector<at::Tensor> outputs;
+  try {
+    CaptureScope scope(run->capture.get());
+    if (!emulated) run->gpu = CudaGraph::begin(device);
+    outputs = runPlan(plan.plan, graph, plan.launcher(), plan.batchLauncher(),
+                      donates ? &state : nullptr, &replaced);
+    if (run->gpu) run->gpu->end();
+  } catch (const std::exception& e) {
+    if (run->gpu) run->gpu->abort();
+    metrics::cuda_graph_capture_failures.add();
+    const auto* error = dynamic_cast<const c10::Error*>(&e);
+    disable(std::string("capture failed: ") + (error ? error->what_without_backtrace() : e.what()));
+    return reference;
+  }
+
+  // Where each output is: an input's memory, or the graph's.
+  std::unordered_map<const c10::TensorImpl*, uint32_t> input_tensor;
+  std::unordered_map<const c10::StorageImpl*, uint32_t> input_storage;
+  for (size_t i : run->fixed) {
+    const at::Tensor& input = nodes[data[i]]->data();
+    input_tensor[input.unsafeGetTensorImpl()] = data[i];
+    input_storage[input.storage().unsafeGetStorageImpl()] = data[i];
+  }
+  for (const at::Tensor& out : outputs) {
+    OutputSource o;
+    o.sizes = out.sizes().vec();
+    o.strides = out.strides().vec();
+    o.offset = out.storage_offset();
+    const c10::StorageImpl* storage = out.storage().unsafeGetStorageImpl();
+    if (auto it = input_tensor.find(out.unsafeGetTensorImpl()); it != input_tensor.end()) {
+      o.kind = OutputKind::kInput;
+      o.position = it->second;
+      o.same = true;
+    } else if (auto at = input_storage.find(storage); at != input_storage.end()) {
+      o.kind = OutputKind::kInput;
+      o.position = at->second;
+    } else {
+      auto [entry, added] = static_of.emplace(storage, static_cast<int32_t>(run->statics.size()));
+      if (added) run->statics.push_back(out);
+      o.storage = entry->second;
+      o.kind = out.storage().nbytes() <= kCloneBytes ? OutputKind::kClone : OutputKind::kStatic;
+    }
+    run->outputs.push_back(std::move(o));
+  }
+  outputs.clear();
+  replaced.clear();
+  for (const at::Tensor& t : run->statics) run->holders.push_back(t.storage().use_count());
+  for (const PlanStep& step : plan.plan.steps) {
+    if (step.kind == StepKind::kExternCall) {
+      run->extern_params.emplace_back(step.position, nodes[step.position]->params());
+    }
+  }
+  for (const auto& [fused, d] : state.taken) {
+    const uint32_t position = fused->buffers.at(d->input).value.position;
+    if (nodes[position]->kind() == OpKind::kDeviceData) run->data_donations.emplace_back(fused, d);
+  }
+  run->donated = state.donated;
+  run->donated_data = state.donated_data;
+  donation.donated += state.donated;
+  donation.donated_data += state.donated_data;
+  if (run->gpu) run->gpu->replay();  // under emulation the capture ran
+  std::vector<at::Tensor> result = run->handOut(graph);
+  metrics::cuda_graphs_captured.add();
+  for (size_t i = 0; i < result.size(); ++i) {
+    if (sameValues(result[i], reference[i])) continue;
+    metrics::cuda_graph_mismatches.add();
+    disable("its captured run computed other values than the plan (output " + std::to_string(i) +
+            ")");
+    return reference;
+  }
+  captured_ = std::move(run);
+  return result;
+}
+
+PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& graph,
+                                       const std::vector<const void*>& addresses,
+                                       const std::function<std::vector<uint8_t>()>& free_data,
+                                       DonationState& donation) {
+  CapturedRun& run = *captured_;
+  Attempt attempt;
+  for (size_t k = 0; k < run.fixed.size(); ++k) {
+    if (addresses[run.fixed[k]] == run.fixed_addresses[k]) continue;
+    moving_[run.fixed[k]] = 1;
+    attempt.moved = true;
+  }
+  if (attempt.moved) return attempt;
+  const std::vector<NodePtr>& nodes = graph.nodes();
+  for (const auto& [position, params] : run.extern_params) {
+    if (!sameParams(nodes[position]->params(), params)) return attempt;
+  }
+  for (size_t s = 0; s < run.statics.size(); ++s) {
+    if (static_cast<size_t>(run.statics[s].storage().use_count()) != run.holders[s]) {
+      return attempt;  // something outside still holds an output of the last replay
+    }
+  }
+  const c10::Device device = hardwareDevice();
+  if (!run.data_donations.empty()) {
+    DonationState state;
+    state.free_data = free_data();
+    PlanValues values;
+    values.nodes.resize(nodes.size());
+    values.donation = &state;
+    for (uint32_t position : graph.dataPositions())
+      values.nodes[position] = {nodes[position]->data()};
+    for (const auto& [fused, d] : run.data_donations) {
+      if (!mayDonate(*fused, *d, graph, values, device)) return attempt;
+    }
+  }
+  bool changed = false;
+  for (const std::unique_ptr<CapturedLaunch>& launch : run.capture->launches()) {
+    if (!launch->function || !refreshLaunchParams(plan.plan, graph, *launch)) continue;
+    changed = true;
+    if (run.gpu && !run.gpu->updateLaunch(*launch)) {
+      disable("the CUDA driver cannot give captured kernels new parameters");
+      return attempt;
+    }
+  }
+  std::vector<at::Tensor> reference;
+  const bool verify = run.verify_next || (changed && run.verify_changed);
+  if (verify) {
+    run.verify_next = false;
+    run.verify_changed = run.verify_changed && !changed;
+    reference = runPlan(plan.plan, graph, plan.launcher(), plan.batchLauncher(), nullptr);
+  }
+  for (size_t k = 0; k < run.copied.size(); ++k) {
+    run.statics[run.copied_into[k]].copy_(nodes[run.copied[k]]->data());
+  }
+  donation.donated += run.donated;
+  donation.donated_data += run.donated_data;
+  if (run.gpu) {
+    run.gpu->replay();
+  } else {
+    run.capture->replayEmulated();
+  }
+  metrics::cuda_graph_replays.add();
+  std::vector<at::Tensor> result = run.handOut(graph);
+  if (verify) {
+    for (size_t i = 0; i < result.size(); ++i) {
+      if (sameValues(result[i], reference[i])) continue;
+      metrics::cuda_graph_mismatches.add();
+      disable("a replay computed other values than the plan (output " + std::to_string(i) + ")");
+      attempt.outputs = std::move(reference);
+      return attempt;
+    }
+  }
+  attempt.outputs = std::move(result);
+  return attempt;
+}
+
+}  // namespace lazyfuse

@@ -1,0 +1,199 @@
+"""CUDA graph replay (Note [CUDA graph replay] in backend/plan_replay.cpp): a plan that keeps
+running with its inputs in place is captured once and then replayed. Without a GPU the tests run
+under CUDA emulation, where a capture records the run's launches and extern calls and a replay
+runs them again over the same memory: the same decisions as on a GPU (which inputs are read in
+place and which copied, new kernel scalars, outputs handed out or copied, donations checked
+again), held to eager's values. With a GPU the same tests capture real CUDA graphs."""
+
+import pytest
+import torch
+
+import lazyfuse
+from helpers import REFERENCE, base, to_cpu
+
+
+@pytest.fixture(autouse=True)
+def cuda_target(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_FUSION", "always")
+    monkeypatch.delenv("LAZYFUSE_CUDA_GRAPHS", raising=False)
+    if lazyfuse.hardware_device() == "cpu":
+        monkeypatch.setenv("LAZYFUSE_CUDA_EMULATION", "1")
+    torch.ops.lazyfuse.clear_graph_cache()  # plans cached by earlier tests hold CPU kernels
+    lazyfuse.reset_metrics()
+    yield
+    torch.ops.lazyfuse.clear_graph_cache()
+
+
+def counter(name):
+    return lazyfuse.metrics().get(name, 0)
+
+
+def mlp(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(24, 48), torch.nn.Tanh(), torch.nn.Linear(48, 6))
+
+
+def batch(step, rows=16):
+    g = torch.Generator().manual_seed(1000 + step)
+    return torch.randn(rows, 24, generator=g), torch.randint(0, 6, (rows,), generator=g)
+
+
+def train(device, make_optimizer, steps, schedule=None):
+    """Trains mlp() on `device` for `steps` steps; the parameters and every step's loss, on the
+    CPU. The losses are kept as the loop goes, as a training loop that logs them does."""
+    model = mlp().to(device)
+    opt = make_optimizer(model.parameters())
+    sched = schedule(opt) if schedule else None
+    losses = []
+    for step in range(steps):
+        x, y = batch(step)
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+        loss.backward()
+        opt.step()
+        if sched:
+            sched.step()
+        if device.type == "lazy":
+            lazyfuse.mark_step()
+        losses.append(loss.detach())
+    return [to_cpu(p.detach()) for p in model.parameters()], [to_cpu(l) for l in losses]
+
+
+def assert_trains_like_eager(make_optimizer, steps=9, schedule=None):
+    expected = train(REFERENCE, make_optimizer, steps, schedule)
+    lazyfuse.reset_metrics()
+    got = train(torch.device("lazy"), make_optimizer, steps, schedule)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    assert counter("CudaGraphMismatches") == 0
+    assert counter("CudaGraphCaptureFailures") == 0
+
+
+def test_adam_training_steps_are_replayed_with_new_bias_corrections():
+    # Adam's bias corrections are kernel scalars that change every step; the data batch is a new
+    # tensor each step (copied in), parameters and state stay in place (donated).
+    assert_trains_like_eager(lambda ps: torch.optim.Adam(ps, lr=1e-2))
+    assert counter("CudaGraphsCaptured") >= 1
+    assert counter("CudaGraphReplays") >= 4
+
+
+def test_sgd_with_a_learning_rate_schedule_is_replayed():
+    assert_trains_like_eager(
+        lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+        schedule=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s)))
+    assert counter("CudaGraphReplays") >= 4
+
+
+def test_training_is_the_same_without_replay(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_CUDA_GRAPHS", "0")
+    assert_trains_like_eager(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=6)
+    assert counter("CudaGraphsCaptured") == 0
+    assert counter("CudaGraphReplays") == 0
+
+
+def inference(device, steps, keep, wide=False):
+    """A small network on a new batch each step; the outputs of the last step or, with `keep`,
+    of every step. Its outputs are small (copied out of the graph's memory), or with `wide`
+    large (handed out as the graph's own memory)."""
+    model = mlp(seed=3).to(device)
+    w = base((24, 128), seed=9).to(device)
+    outputs = []
+    with torch.no_grad():
+        for step in range(steps):
+            x = base((4096 if wide else 512, 24), seed=step).to(device)
+            if not keep:
+                outputs = []  # the last step's output is dropped before this one runs
+            y = torch.relu(x @ w) * 2 if wide else torch.relu(model(x)) * 2
+            y = y + x.sum(1, keepdim=True)
+            if device.type == "lazy":
+                lazyfuse.sync(y)
+            outputs.append(y)
+    return [to_cpu(y) for y in outputs]
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["copied_out", "handed_out"])
+@pytest.mark.parametrize("keep", [False, True], ids=["dropped", "kept"])
+def test_inference_on_new_batches_is_replayed_unless_it_would_overwrite_a_kept_output(keep, wide):
+    expected = inference(REFERENCE, 7, keep=keep, wide=wide)
+    lazyfuse.reset_metrics()
+    got = inference(torch.device("lazy"), 7, keep=keep, wide=wide)
+    torch.testing.assert_close(got, expected)
+    # Replays after two runs and the capture, but none while the last one's large output (the
+    # graph's own memory) is still held.
+    assert counter("CudaGraphReplays") == (0 if keep and wide else 4)
+    assert counter("CudaGraphMismatches") == 0
+
+
+def test_an_input_read_in_place_that_moves_is_captured_again():
+    w = base((64, 64), seed=1)
+    lazy_w = w.to("lazy")
+    lazyfuse.sync(lazy_w)
+    expected, got = [], []
+    for step in range(9):
+        x = base((64, 64), seed=50 + step)
+        if step == 5:  # the weight is replaced: the graph read it in place
+            w = w * 0.5
+            lazy_w = w.to("lazy")
+            lazyfuse.sync(lazy_w)
+        expected.append(torch.tanh(x @ w) + 1)
+        y = torch.tanh(x.to("lazy") @ lazy_w) + 1
+        lazyfuse.sync(y)
+        got.append(to_cpu(y))
+    torch.testing.assert_close(got, expected)
+    assert counter("CudaGraphsCaptured") == 2
+    assert counter("CudaGraphMismatches") == 0
+
+
+def test_changed_extern_scalars_are_never_replayed_stale():
+    bias, a, b = base((32, 16), seed=1), base((32, 8), seed=2), base((8, 16), seed=3)
+    lazy = [t.to("lazy") for t in (bias, a, b)]
+    for t in lazy:
+        lazyfuse.sync(t)
+    for step in range(8):
+        alpha = 1.0 if step < 5 else 0.5 * step  # baked into the extern addmm call
+        expected = torch.addmm(bias, a, b, alpha=alpha).exp()
+        y = torch.addmm(*lazy, alpha=alpha).exp()
+        torch.testing.assert_close(to_cpu(y), expected)
+    assert counter("CudaGraphReplays") >= 1
+    assert counter("CudaGraphMismatches") == 0
+
+
+def test_an_alias_of_donated_state_follows_it_as_in_eager():
+    params = [torch.nn.Parameter(base((40, 30), seed=i).to("lazy")) for i in range(2)]
+    eager = [torch.nn.Parameter(base((40, 30), seed=i)) for i in range(2)]
+    opts = [torch.optim.SGD(ps, lr=0.1, momentum=0.9) for ps in (params, eager)]
+    held = held_expected = None
+    for step in range(9):
+        for p, e in zip(params, eager):
+            g = base((40, 30), seed=100 + step)
+            p.grad, e.grad = g.to("lazy"), g.clone()
+        if step == 5:  # an alias of the state the replays write in place, as eager's is
+            held, held_expected = params[0].detach(), eager[0].detach()
+        for opt in opts:
+            opt.step()
+        lazyfuse.mark_step()
+        if held is not None:
+            torch.testing.assert_close(to_cpu(held), held_expected)
+    torch.testing.assert_close([to_cpu(p.detach()) for p in params], [e.detach() for e in eager])
+    assert counter("CudaGraphReplays") >= 2
+    assert counter("CudaGraphMismatches") == 0
+
+
+def test_graphs_with_random_ops_are_not_captured():
+    torch.manual_seed(0)
+    x = base((64, 64), seed=0).to("lazy")
+    lazyfuse.sync(x)
+    for _ in range(6):
+        y = torch.nn.functional.dropout(x, 0.5) + 1
+        lazyfuse.sync(y)
+    assert counter("CudaGraphsCaptured") == 0
+
+
+def test_the_capture_plugin_loads_beside_the_library():
+    # liblazyfuse.so loads it on a GPU's first capture; here it must at least link and load.
+    import ctypes
+    import pathlib
+
+    path = pathlib.Path(lazyfuse.__file__).parent / "lib" / "liblazyfuse_cuda_graphs.so"
+    plugin = ctypes.CDLL(str(path))
+    for name in ("begin", "end", "abort", "replay", "free"):
+        assert hasattr(plugin, "lazyfuse_graph_" + name)
