@@ -3,6 +3,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/isnan.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <cstdlib>
@@ -44,10 +45,15 @@ namespace lazyfuse {
 // - Scalars. Kernel parameters (Adam's bias corrections, a scheduled learning rate) change from
 //   step to step: a replay gives each captured launch its current values
 //   (cuGraphExecKernelNodeSetParams), and under emulation the recorded launch reads them. The
-//   scalars of extern steps are baked into ATen's kernels, so a replay requires them unchanged.
+//   scalars of extern steps are baked into ATen's kernels, so a replay requires them unchanged,
+//   host scalar tensors compared by value (one may be changed in place between runs).
+// - Order. A replay runs on the stream the capture was made from, so that copying the next run's
+//   inputs into the graph's buffers never overtakes the replay before; on another current
+//   stream the plan runs as usual.
 // - Nothing else: plans with random ops are never captured (their generator offsets would need
 //   torch's graph-safe RNG bookkeeping, and replaying them could not be checked against a run),
-//   and a capture that a synchronizing op breaks is given up: the plan then runs as usual.
+//   and a capture that a synchronizing op breaks is given up: the plan then runs as usual, and
+//   the plugin leaves torch's allocators as if the capture never began.
 //
 // Every capture is checked. The capturing run first runs the plan as usual without donation
 // (its inputs untouched), then captures and replays it, and compares the outputs bit for bit
@@ -77,7 +83,7 @@ struct OutputSource {
   bool same = false;      // kInput: the device data's tensor itself
   int32_t storage = -1;   // kStatic, kClone: index into CapturedRun::statics
   std::vector<int64_t> sizes, strides;
-  int64_t offset = 0;
+  int64_t offset = 0;  // storage offset; for kInput, from the input's
 };
 
 /// True when `a` and `b` hold the same values, NaN matching NaN.
@@ -91,10 +97,28 @@ bool sameValues(const at::Tensor& a, const at::Tensor& b) {
   return equal.all().item<bool>();
 }
 
-bool sameParams(const std::vector<c10::IValue>& a, const std::vector<c10::IValue>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!c10::_fastEqualsForContainer(a[i], b[i])) return false;
+/// The values of an extern call's parameters, to compare with a later run's: a tensor (a host
+/// scalar) is copied, since the call may be given the same tensor, changed in place, again.
+std::vector<c10::IValue> snapshotParams(const std::vector<c10::IValue>& params) {
+  std::vector<c10::IValue> values;
+  for (const c10::IValue& p : params) {
+    values.push_back(p.isTensor() && p.toTensor().defined() ? c10::IValue(p.toTensor().clone())
+                                                            : p);
+  }
+  return values;
+}
+
+bool sameParams(const std::vector<c10::IValue>& now, const std::vector<c10::IValue>& captured) {
+  if (now.size() != captured.size()) return false;
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (now[i].isTensor() != captured[i].isTensor()) return false;
+    if (!now[i].isTensor()) {
+      if (!c10::_fastEqualsForContainer(now[i], captured[i])) return false;
+      continue;
+    }
+    const at::Tensor &a = now[i].toTensor(), &b = captured[i].toTensor();
+    if (a.defined() != b.defined()) return false;
+    if (a.defined() && (a.device() != b.device() || !sameValues(a, b))) return false;
   }
   return true;
 }
@@ -113,6 +137,9 @@ bool eligible(const CompiledPlan& plan, const Graph& graph) {
 
 struct CapturedRun {
   std::unique_ptr<CudaGraph> gpu;  // null under emulation
+  /// The stream the graph is replayed on: one replay follows another on it, so that a copy into
+  /// the graph's inputs never overtakes the replay before (a GPU's only).
+  std::optional<c10::Stream> stream;
   std::unique_ptr<PlanCapture> capture;
   std::vector<size_t> fixed;  // device data read in place, by dataPositions() index
   std::vector<const void*> fixed_addresses;
@@ -134,7 +161,9 @@ struct CapturedRun {
     for (const OutputSource& o : outputs) {
       if (o.kind == OutputKind::kInput) {
         const at::Tensor& input = graph.nodes()[o.position]->data();
-        result.push_back(o.same ? input : input.as_strided(o.sizes, o.strides, o.offset));
+        result.push_back(
+            o.same ? input
+                   : input.as_strided(o.sizes, o.strides, input.storage_offset() + o.offset));
         continue;
       }
       at::Tensor view = statics[o.storage].as_strided(o.sizes, o.strides, o.offset);
@@ -243,6 +272,7 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
     for (uint32_t position : run->copied) state.free_data[position] = 0;  // held by the run
   }
   std::vector<at::Tensor> outputs;
+  if (!emulated) run->stream = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
   try {
     CaptureScope scope(run->capture.get());
     if (!emulated) run->gpu = CudaGraph::begin(device);
@@ -278,6 +308,7 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
     } else if (auto at = input_storage.find(storage); at != input_storage.end()) {
       o.kind = OutputKind::kInput;
       o.position = at->second;
+      o.offset -= nodes[o.position]->data().storage_offset();
     } else {
       auto [entry, added] = static_of.emplace(storage, static_cast<int32_t>(run->statics.size()));
       if (added) run->statics.push_back(out);
@@ -291,7 +322,8 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
   for (const at::Tensor& t : run->statics) run->holders.push_back(t.storage().use_count());
   for (const PlanStep& step : plan.plan.steps) {
     if (step.kind == StepKind::kExternCall) {
-      run->extern_params.emplace_back(step.position, nodes[step.position]->params());
+      run->extern_params.emplace_back(step.position,
+                                      snapshotParams(nodes[step.position]->params()));
     }
   }
   for (const auto& [fused, d] : state.taken) {
@@ -300,11 +332,18 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
   }
   run->donated = state.donated;
   run->donated_data = state.donated_data;
+  metrics::cuda_graphs_captured.add();
+  if (run->gpu) {  // under emulation the capture ran
+    try {
+      run->gpu->replay();
+    } catch (const c10::Error& e) {  // the launch failed: nothing ran
+      disable(e.what_without_backtrace());
+      return reference;
+    }
+  }
   donation.donated += state.donated;
   donation.donated_data += state.donated_data;
-  if (run->gpu) run->gpu->replay();  // under emulation the capture ran
   std::vector<at::Tensor> result = run->handOut(graph);
-  metrics::cuda_graphs_captured.add();
   for (size_t i = 0; i < result.size(); ++i) {
     if (sameValues(result[i], reference[i])) continue;
     metrics::cuda_graph_mismatches.add();
@@ -328,6 +367,11 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
     attempt.moved = true;
   }
   if (attempt.moved) return attempt;
+  const c10::Device device = hardwareDevice();
+  if (run.stream &&
+      c10::impl::getDeviceGuardImpl(device.type())->getStream(device) != *run.stream) {
+    return attempt;
+  }
   const std::vector<NodePtr>& nodes = graph.nodes();
   for (const auto& [position, params] : run.extern_params) {
     if (!sameParams(nodes[position]->params(), params)) return attempt;
@@ -337,7 +381,6 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
       return attempt;  // something outside still holds an output of the last replay
     }
   }
-  const c10::Device device = hardwareDevice();
   if (!run.data_donations.empty()) {
     DonationState state;
     state.free_data = free_data();
@@ -369,13 +412,19 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
   for (size_t k = 0; k < run.copied.size(); ++k) {
     run.statics[run.copied_into[k]].copy_(nodes[run.copied[k]]->data());
   }
-  donation.donated += run.donated;
-  donation.donated_data += run.donated_data;
   if (run.gpu) {
-    run.gpu->replay();
+    try {
+      run.gpu->replay();
+    } catch (const c10::Error& e) {  // the launch failed: nothing ran
+      disable(e.what_without_backtrace());
+      if (verify) attempt.outputs = std::move(reference);
+      return attempt;
+    }
   } else {
     run.capture->replayEmulated();
   }
+  donation.donated += run.donated;
+  donation.donated_data += run.donated_data;
   metrics::cuda_graph_replays.add();
   std::vector<at::Tensor> result = run.handOut(graph);
   if (verify) {

@@ -75,7 +75,14 @@ class StepRunner {
   void recordEmulated(PlanCapture& capture, uint32_t position, const AtenCallAttrs& attrs,
                       torch::jit::Stack stack) {
     torch::jit::Stack recorded;
-    for (const c10::IValue& value : stack) recorded.push_back(replayable(capture, value));
+    for (size_t i = 0; i < stack.size(); ++i) {
+      const c10::IValue& value = stack[i];
+      // A GPU bakes a host scalar's value into the captured kernel: so does the record.
+      const bool param = attrs.args.at(i).kind == ArgKind::kParam;
+      recorded.push_back(param && value.isTensor() && value.toTensor().defined()
+                             ? c10::IValue(value.toTensor().clone())
+                             : replayable(capture, value));
+    }
     std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (source, its writable copy)
     for (size_t i = 0; i < written_.size(); ++i) {
       copies.emplace_back(replayable(capture, sources_[i]).toTensor(), written_[i]);

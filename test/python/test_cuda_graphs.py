@@ -197,3 +197,18 @@ def test_the_capture_plugin_loads_beside_the_library():
     plugin = ctypes.CDLL(str(path))
     for name in ("begin", "end", "abort", "replay", "free"):
         assert hasattr(plugin, "lazyfuse_graph_" + name)
+
+
+def test_a_host_scalar_changed_in_place_is_never_replayed_stale(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_FUSION", "0")  # the product is an extern call, as on a GPU
+    a, b = base((16, 8), seed=1), base((8, 12), seed=2)
+    lazy_a, lazy_b = a.to("lazy"), b.to("lazy")
+    lazyfuse.sync(lazy_a, lazy_b)
+    s = torch.tensor(2.0)  # a 0-dim CPU tensor: its value is baked into a captured call
+    for step in range(8):
+        if step >= 5:
+            s.fill_(float(step))
+        y = (lazy_a @ lazy_b) * s
+        torch.testing.assert_close(to_cpu(y), (a @ b) * s)
+    assert counter("CudaGraphReplays") >= 1
+    assert counter("CudaGraphMismatches") == 0
