@@ -6,6 +6,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
@@ -68,6 +69,10 @@ namespace lazyfuse {
 constexpr int64_t kRunsBeforeCapture = 3;
 constexpr int kMaxCaptures = 3;
 constexpr size_t kCloneBytes = size_t{1} << 20;
+// A captured graph keeps the memory of its run (its pool) for as long as it lives: at most this
+// many live at once, the plans first captured (a program whose shapes keep changing makes new
+// plans without end).
+constexpr int kMaxLiveGraphs = 64;
 
 namespace {
 
@@ -133,9 +138,16 @@ bool eligible(const CompiledPlan& plan, const Graph& graph) {
   return true;
 }
 
+std::atomic<int> live_graphs{0};  // CapturedRuns alive
+
 }  // namespace
 
 struct CapturedRun {
+  CapturedRun() { ++live_graphs; }
+  ~CapturedRun() { --live_graphs; }
+  CapturedRun(const CapturedRun&) = delete;
+  CapturedRun& operator=(const CapturedRun&) = delete;
+
   std::unique_ptr<CudaGraph> gpu;  // null under emulation
   /// The stream the graph is replayed on: one replay follows another on it, so that a copy into
   /// the graph's inputs never overtakes the replay before (a GPU's only).
@@ -227,6 +239,7 @@ std::optional<std::vector<at::Tensor>> PlanReplay::run(
   last_addresses_ = addresses;
   ++runs_;
   if (runs_ < kRunsBeforeCapture || captures_ >= kMaxCaptures) return std::nullopt;
+  if (live_graphs.load() >= kMaxLiveGraphs) return std::nullopt;
   ++captures_;
   return capture(plan, graph, free_data, donation);
 }
