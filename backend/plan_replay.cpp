@@ -38,8 +38,9 @@ namespace lazyfuse {
 //   caching allocator (torch's own capture, in the plugin liblazyfuse_cuda_graphs.so), which
 //   keeps the graph's memory for it. Graph outputs live there too: a large one is handed out
 //   as a view of that memory, and a replay waits (runs the plan as usual) until nothing holds
-//   the previous one; a small one (kCloneBytes) is copied out, so a loss a loop keeps never
-//   stops replay.
+//   the previous one, and copies it out from then on (a loop that keeps the last output while
+//   it runs the next step would otherwise replay every other step); a small one (kCloneBytes)
+//   is always copied out, so a loss a loop keeps never stops replay.
 // - Donations. An output the capture wrote into an input's memory is written there on every
 //   replay, so each replay checks that nothing but the plan holds those inputs, as a donating
 //   run does.
@@ -389,11 +390,17 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
   for (const auto& [position, params] : run.extern_params) {
     if (!sameParams(nodes[position]->params(), params)) return attempt;
   }
+  bool held = false;
   for (size_t s = 0; s < run.statics.size(); ++s) {
-    if (static_cast<size_t>(run.statics[s].storage().use_count()) != run.holders[s]) {
-      return attempt;  // something outside still holds an output of the last replay
+    if (static_cast<size_t>(run.statics[s].storage().use_count()) == run.holders[s]) continue;
+    // Something outside still holds an output of the last replay: this run cannot write it, and
+    // later replays copy that output out rather than hand out the graph's memory again.
+    held = true;
+    for (OutputSource& o : run.outputs) {
+      if (o.storage == static_cast<int32_t>(s)) o.kind = OutputKind::kClone;
     }
   }
+  if (held) return attempt;
   if (!run.data_donations.empty()) {
     DonationState state;
     state.free_data = free_data();
