@@ -263,6 +263,15 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
   std::unordered_map<const c10::StorageImpl*, int32_t> static_of;
   for (size_t i = 0; i < data.size(); ++i) {
     const at::Tensor& input = nodes[data[i]]->data();
+    if (input.device() != device) {
+      disable("an input is on " + input.device().str());
+      return reference;
+    }
+    if (moving_[i] && !input.is_non_overlapping_and_dense()) {
+      // Its values could not be copied into a buffer laid out as it is.
+      disable("an input that changes place from run to run overlaps itself");
+      return reference;
+    }
     if (!moving_[i]) {
       run->fixed.push_back(i);
       run->fixed_addresses.push_back(input.data_ptr());
