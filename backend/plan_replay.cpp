@@ -33,7 +33,9 @@ namespace lazyfuse {
 //   from those that move (a new data batch each step). The graph reads the first in place,
 //   and a replay requires each at the address captured; the others are copied, before each
 //   replay, into buffers the capture made for them. An input in place that moves ends the
-//   graph, and the next run captures anew as a moving one (kMaxCaptures in all).
+//   graph, and two runs later the plan is captured anew, with what those runs tell
+//   (kMaxCaptures in all): a parameter that moved once, because something held it at one step
+//   (a checkpoint's state_dict) so that it could not be donated, is read in place again.
 // - Memory of everything else. On a GPU the capture allocates from a private pool of torch's
 //   caching allocator (torch's own capture, in the plugin liblazyfuse_cuda_graphs.so), which
 //   keeps the graph's memory for it. Graph outputs live there too: a large one is handed out
@@ -68,7 +70,7 @@ namespace lazyfuse {
 // runs the records again over the same memory. That is how the tests check, without a GPU,
 // what a replay reads and writes. LAZYFUSE_CUDA_GRAPHS=0 turns replay off.
 constexpr int64_t kRunsBeforeCapture = 3;
-constexpr int kMaxCaptures = 3;
+constexpr int kMaxCaptures = 8;
 constexpr size_t kCloneBytes = size_t{1} << 20;
 // A captured graph keeps the memory of its run (its pool) for as long as it lives: at most this
 // many live at once, the plans first captured (a program whose shapes keep changing makes new
@@ -231,6 +233,7 @@ std::optional<std::vector<at::Tensor>> PlanReplay::run(
     if (attempt.outputs) return attempt.outputs;
     if (!attempt.moved || disabled_) return std::nullopt;
     captured_.reset();
+    runs_ = 0;  // which inputs stay in place is learnt anew
   }
   if (runs_ > 0) {
     for (size_t i = 0; i < data.size(); ++i) moving_[i] |= addresses[i] != last_addresses_[i];
@@ -385,9 +388,7 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
   CapturedRun& run = *captured_;
   Attempt attempt;
   for (size_t k = 0; k < run.fixed.size(); ++k) {
-    if (addresses[run.fixed[k]] == run.fixed_addresses[k]) continue;
-    moving_[run.fixed[k]] = 1;
-    attempt.moved = true;
+    attempt.moved = attempt.moved || addresses[run.fixed[k]] != run.fixed_addresses[k];
   }
   if (attempt.moved) return attempt;
   const c10::Device device = hardwareDevice();

@@ -217,3 +217,26 @@ def test_a_host_scalar_changed_in_place_is_never_replayed_stale(monkeypatch):
         torch.testing.assert_close(to_cpu(y), (a @ b) * s)
     assert counter("CudaGraphReplays") >= 1
     assert counter("CudaGraphMismatches") == 0
+
+
+def test_replay_resumes_after_a_checkpoint_held_the_parameters_for_a_step():
+    # A state_dict shares the parameters' memory: while it is held they cannot be updated in
+    # place, so they move; the plan is then captured anew with them read in place again.
+    expected_model, model = mlp().to(REFERENCE), mlp().to("lazy")
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (expected_model,
+                                                                          model)]
+    replays_at = {}
+    for step in range(16):
+        x, y = batch(step)
+        checkpoint = model.state_dict() if step == 6 else None
+        for m, opt, device in zip((expected_model, model), opts, (REFERENCE, "lazy")):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(m(x.to(device)), y.to(device)).backward()
+            opt.step()
+        lazyfuse.mark_step()
+        del checkpoint
+        replays_at[step] = counter("CudaGraphReplays")
+    torch.testing.assert_close([to_cpu(p.detach()) for p in model.parameters()],
+                               [p.detach() for p in expected_model.parameters()])
+    assert replays_at[15] - replays_at[10] == 5  # every step replayed again
+    assert counter("CudaGraphMismatches") == 0
