@@ -63,7 +63,8 @@ namespace lazyfuse {
 // (its inputs untouched), then captures and replays it, and compares the outputs bit for bit
 // (NaN equal to NaN); so do the first replay after it and the first that gives launches new
 // scalars. A difference gives up replay for the plan, and the run returns the outputs of the
-// ordinary run, so a broken replay costs speed, never numbers (counted in CudaGraphMismatches).
+// ordinary run (counted in CudaGraphMismatches): a replay that goes wrong where it is checked
+// costs speed, not numbers. The replays after those rely on the checks above.
 //
 // Under CUDA emulation (LAZYFUSE_CUDA_EMULATION=1) the same logic runs on the CPU: the capture
 // is a normal run that records its launches and extern calls (kernels/cuda_graph.h), and replay
