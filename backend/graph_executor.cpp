@@ -171,10 +171,7 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
   std::vector<at::Tensor> outputs;
   {
     ScopedTimer timer(metrics::execute_time);
-    const std::vector<FusedKernel>& kernels = plan->plan.kernels;
-    const bool donates = std::any_of(kernels.begin(), kernels.end(), [](const FusedKernel& k) {
-      return !k.donations.empty();
-    });
+    const bool donates = hasDonations(plan->plan);
     try {
       // See Note [CUDA graph replay] in backend/plan_replay.cpp.
       std::optional<std::vector<at::Tensor>> replayed;

@@ -292,8 +292,7 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
   }
   DonationState state;
   state.record_taken = true;
-  const bool donates = std::any_of(plan.plan.kernels.begin(), plan.plan.kernels.end(),
-                                   [](const FusedKernel& k) { return !k.donations.empty(); });
+  const bool donates = hasDonations(plan.plan);
   if (donates) {
     state.free_data = free_data();
     for (uint32_t position : run->copied) state.free_data[position] = 0;  // held by the run

@@ -2,6 +2,8 @@
 
 #include "lazy_ir/check.h"
 
+#include <algorithm>
+
 namespace lazyfuse {
 
 c10::Scalar paramValue(const Graph& graph, const ParamBinding& binding) {
@@ -12,6 +14,11 @@ c10::Scalar paramValue(const Graph& graph, const ParamBinding& binding) {
     return v.toListRef()[binding.element].toScalar();
   }
   return v.isTensor() ? v.toTensor().item() : v.toScalar();
+}
+
+bool hasDonations(const ExecutionPlan& plan) {
+  return std::any_of(plan.kernels.begin(), plan.kernels.end(),
+                     [](const FusedKernel& k) { return !k.donations.empty(); });
 }
 
 }  // namespace lazyfuse

@@ -92,6 +92,10 @@ struct ExecutionPlan {
 /// The value a kernel parameter binds to in `graph` (whose hash is the plan's).
 c10::Scalar paramValue(const Graph& graph, const ParamBinding& binding);
 
+/// True when a kernel of `plan` may write an output into an input's memory (Note [Donated
+/// buffers]).
+bool hasDonations(const ExecutionPlan& plan);
+
 /// Node positions step `step` reads or writes.
 std::vector<uint32_t> stepValues(const Graph& graph, const ExecutionPlan& plan,
                                  const PlanStep& step);

@@ -170,7 +170,6 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
   const std::vector<std::vector<uint32_t>> sharers = storageSharers(graph);
   std::set<ValueKey> outputs;
   for (const NodeRef& out : graph.outputs()) outputs.insert(keyOf(out));
-  bool changed = false;
   for (uint32_t s = 0; s < plan.steps.size(); ++s) {
     const PlanStep& step = plan.steps[s];
     if (step.kind != StepKind::kFusedKernel && step.kind != StepKind::kKernelBatch) continue;
@@ -188,8 +187,7 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
       for (int32_t k : kernels) plan.kernels.at(k).kernel.buffers.at(b).may_alias = any;
     }
   }
-  for (const FusedKernel& k : plan.kernels) changed = changed || !k.donations.empty();
-  return changed;
+  return hasDonations(plan);
 }
 
 }  // namespace lazyfuse
