@@ -111,14 +111,15 @@ PlanEntry planFor(const Graph& graph) {
 // (detach_copy, alias_copy) may hand back the input's buffer when it already has the op's
 // layout. A sync whose every target is such an op of device data (`p.detach().cpu()`,
 // `model.state_dict()` saved to disk) therefore runs no plan: nothing to compile or copy.
-bool renamesDeviceData(const std::vector<Value>& roots, std::vector<at::Tensor>& buffers) {
-  for (const Value& root : roots) {
-    const Node& node = *root.node;
-    if (node.kind() != OpKind::kAten || node.inputs().size() != 1) return false;
+bool renamesDeviceData(const Graph& graph, std::vector<at::Tensor>& buffers) {
+  const std::vector<NodePtr>& nodes = graph.nodes();
+  for (const NodeRef& out : graph.outputs()) {
+    const Node& node = *nodes[out.position];
+    if (node.kind() != OpKind::kAten || graph.inputsOf(out.position).size() != 1) return false;
     const std::string name = node.opName();
     if (name != "aten::detach_copy" && name != "aten::alias_copy") return false;
-    const Node& input = *node.inputs()[0].node;
-    if (input.kind() != OpKind::kDeviceData || !(TensorMeta::of(input.data()) == root.meta())) {
+    const Node& input = *nodes[graph.inputsOf(out.position)[0].position];
+    if (input.kind() != OpKind::kDeviceData || !(TensorMeta::of(input.data()) == node.outputMeta(0))) {
       return false;
     }
     buffers.push_back(input.data());
@@ -126,46 +127,129 @@ bool renamesDeviceData(const std::vector<Value>& roots, std::vector<at::Tensor>&
   return true;
 }
 
-/// For each node position of `graph`, whether it is device data whose node nothing reaches but
-/// the graph and the sync targets, which the run replaces: its buffer may be donated (Note
-/// [Donated buffers] in lowering/plan_donations.cpp). A node is held from outside when it has
-/// more references than the graph, its users in the graph, `roots` and the targets account for,
-/// and so is every node it reads, directly or not.
-std::vector<uint8_t> freeDataInputs(const Graph& graph, const std::vector<Value>& roots,
-                                    const std::vector<LazyData*>& targets) {
+// Note [Values a sync keeps for later]
+// A sync computes its targets, and on the way every value they depend on. Some of those values
+// are needed again: a pending value outside the graph reads them, or a live tensor that is not a
+// target holds them. The common case is a training loop that calls `loss.item()` each step and
+// never mark_step(): the item syncs the forward pass, which reads the parameters as the last
+// step's optimizer left them, while this step's optimizer update (pending, outside the graph)
+// reads them too. Were only the targets stored, the next sync would compute those parameters
+// again from the step before, and that one from the step before it: each graph would be larger
+// than the last (a new compile every step, and work growing with the step count), and every
+// step's tensors would stay alive through the pending trace.
+// So the values of a graph's nodes that something outside the graph still reaches (more
+// references than the graph, the roots and the targets account for, the count that
+// freeDataInputs makes for donation) become graph outputs too. After the run each such node
+// gets its buffers (Graph::setComputed): later graphs read them as device data where they would
+// have computed the node, the node lets go of its inputs, and a live tensor pending on the node
+// takes the buffer when next synced. So each step's graph starts from stored values, as eager's
+// steps do, and its hash recurs. A random op computed once keeps its values too, as eager
+// would. A mark_step() syncs every live tensor: nothing outside its targets holds a value, so
+// it keeps no extra outputs.
+// Donation (Note [Donated buffers]) follows: what a kept node reads is not held by it, since
+// nothing will compute the node again, so the loop's optimizer updates its state in place as
+// under mark_step(). Device data standing for a computed node may be donated when nothing
+// outside the graph reaches that node. Should the run fail after it donated device data, the
+// kept nodes are marked failed instead (Graph::setFailed), like the targets (Note [Failed
+// syncs]): what they read may be overwritten.
+
+/// How many references to each node of `graph` the graph itself, `roots` and the targets (the
+/// LazyData `roots` came from, each counted once) account for.
+std::vector<size_t> internalUses(const Graph& graph, const std::vector<Value>& roots,
+                                 const std::vector<LazyData*>& targets) {
   const std::vector<NodePtr>& nodes = graph.nodes();
   std::vector<size_t> internal(nodes.size(), 1);  // the graph's own reference
   for (size_t position = 0; position < nodes.size(); ++position) {
     for (const NodeRef& input : graph.inputsOf(position)) ++internal[input.position];
   }
-  LF_INTERNAL_ASSERT(graph.outputs().size() == roots.size(), "a graph output per root");
+  LF_INTERNAL_ASSERT(graph.outputs().size() >= roots.size(), "a graph output per root");
   std::unordered_set<const LazyData*> seen;
   for (size_t i = 0; i < roots.size(); ++i) {
     const uint32_t position = graph.outputs()[i].position;
+    // A root whose node was computed resolves to device data the root does not reference.
+    if (nodes[position].get() != roots[i].node.get()) continue;
     internal[position] += 1 + (seen.insert(targets[i]).second ? 1 : 0);
   }
-  std::vector<uint8_t> held(nodes.size(), 0);
-  for (size_t position = nodes.size(); position-- > 0;) {
-    if (static_cast<size_t>(nodes[position].use_count()) > internal[position]) held[position] = 1;
-    if (!held[position]) continue;
-    for (const NodeRef& input : graph.inputsOf(position)) held[input.position] = 1;
+  for (const Graph::ComputedInput& in : graph.computedInputs()) {
+    // A computed node holds its device data. That hold is the graph's own when nothing but the
+    // graph's nodes (and the graph's reference to it) name the computed node.
+    if (in.owner.use_count() == in.uses + 1) ++internal[in.position];
   }
+  return internal;
+}
+
+/// For each node position of `graph`, whether it is device data whose node nothing reaches but
+/// the graph and the sync targets, which the run replaces: its buffer may be donated (Note
+/// [Donated buffers] in lowering/plan_donations.cpp). That is, it has no more references than
+/// `internal` (internalUses) accounts for. An op node held from outside does not hold what it
+/// reads: the run stores its value (Note [Values a sync keeps for later]), or, failing after a
+/// donation, marks it failed.
+std::vector<uint8_t> freeDataInputs(const Graph& graph, const std::vector<size_t>& internal) {
+  const std::vector<NodePtr>& nodes = graph.nodes();
   std::vector<uint8_t> free(nodes.size(), 0);
-  for (uint32_t position : graph.dataPositions()) free[position] = !held[position];
+  for (uint32_t position : graph.dataPositions()) {
+    free[position] = static_cast<size_t>(nodes[position].use_count()) <= internal[position];
+  }
   return free;
 }
+
+/// The op nodes of `graph` that something outside it still reaches; their values are kept. See
+/// Note [Values a sync keeps for later].
+std::vector<uint32_t> nodesToKeep(const Graph& graph, const std::vector<size_t>& internal) {
+  const std::vector<NodePtr>& nodes = graph.nodes();
+  std::vector<uint32_t> keep;
+  for (size_t position = 0; position < nodes.size(); ++position) {
+    if (nodes[position]->kind() != OpKind::kAten || nodes[position]->numOutputs() == 0) continue;
+    if (static_cast<size_t>(nodes[position].use_count()) > internal[position]) {
+      keep.push_back(static_cast<uint32_t>(position));
+    }
+  }
+  return keep;
+}
+
+/// Makes every output of the nodes at `keep` a graph output (after the roots), and returns, per
+/// node, the graph output index of each of its outputs.
+std::vector<std::vector<size_t>> addKeptOutputs(Graph& graph, const std::vector<uint32_t>& keep) {
+  std::vector<std::vector<size_t>> slots(keep.size());
+  std::vector<NodeRef> added;
+  const size_t roots = graph.outputs().size();
+  for (size_t k = 0; k < keep.size(); ++k) {
+    const uint32_t position = keep[k];
+    const size_t count = graph.nodes()[position]->numOutputs();
+    for (uint32_t index = 0; index < count; ++index) {
+      size_t slot = roots + added.size();
+      for (size_t i = 0; i < roots; ++i) {
+        const NodeRef& out = graph.outputs()[i];
+        if (out.position == position && out.index == index) {
+          slot = i;
+          break;
+        }
+      }
+      if (slot == roots + added.size()) added.push_back({position, index});
+      slots[k].push_back(slot);
+    }
+  }
+  graph.addOutputs(added);
+  return slots;
+}
+
+std::string currentErrorMessage();
 
 /// Runs one graph computing the pending values of `targets` and stores the results in them.
 /// `donation` counts the outputs written into donated memory, also when the run fails.
 void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) {
   std::vector<Value> roots;
   for (LazyData* target : targets) roots.push_back(target->pendingValue());
+  Graph graph = Graph::fromRoots(roots);
   std::vector<at::Tensor> shared;
-  if (renamesDeviceData(roots, shared)) {
+  if (renamesDeviceData(graph, shared)) {
     for (size_t i = 0; i < targets.size(); ++i) targets[i]->setBuffer(std::move(shared[i]));
     return;
   }
-  Graph graph = Graph::fromRoots(roots);
+  std::vector<size_t> internal = internalUses(graph, roots, targets);
+  // See Note [Values a sync keeps for later].
+  const std::vector<uint32_t> keep = nodesToKeep(graph, internal);
+  const std::vector<std::vector<size_t>> kept_slots = addKeptOutputs(graph, keep);
   const PlanEntry entry = planFor(graph);
   const std::shared_ptr<const CompiledPlan>& plan = entry.plan;
   std::vector<at::Tensor> outputs;
@@ -177,17 +261,22 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
       std::optional<std::vector<at::Tensor>> replayed;
       if (plan->cuda_target) {
         replayed = entry.replay->run(
-            *plan, graph, [&] { return freeDataInputs(graph, roots, targets); }, donation);
+            *plan, graph, [&] { return freeDataInputs(graph, internal); }, donation);
       }
       if (replayed) {
         outputs = std::move(*replayed);
       } else {
-        if (donates) donation.free_data = freeDataInputs(graph, roots, targets);
+        if (donates) donation.free_data = freeDataInputs(graph, internal);
         outputs = runPlan(plan->plan, graph, plan->launcher(), plan->batchLauncher(),
                           donates ? &donation : nullptr);
       }
     } catch (...) {
       metrics::buffers_donated.add(donation.donated);
+      if (donation.donated_data != 0) {
+        // What the kept nodes read may be overwritten: computing them later would read it.
+        const std::string error = currentErrorMessage();
+        for (uint32_t position : keep) Graph::setFailed(graph.nodes()[position], error);
+      }
       throw;
     }
     metrics::buffers_donated.add(donation.donated);
@@ -195,6 +284,12 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
   metrics::kernels_launched.add(static_cast<int64_t>(plan->plan.kernels.size()));
   metrics::graphs_executed.add();
   metrics::graph_nodes.add(static_cast<int64_t>(graph.nodes().size()));
+  for (size_t k = 0; k < keep.size(); ++k) {
+    std::vector<at::Tensor> values;
+    for (size_t slot : kept_slots[k]) values.push_back(outputs[slot]);
+    Graph::setComputed(graph.nodes()[keep[k]], std::move(values));
+  }
+  metrics::values_kept.add(static_cast<int64_t>(keep.size()));
   for (size_t i = 0; i < targets.size(); ++i) targets[i]->setBuffer(std::move(outputs[i]));
 }
 
@@ -230,7 +325,8 @@ void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
   std::vector<LazyData*> targets;
   for (const auto& d : data) {
     d->checkNotBroken();
-    if (d->isPending()) targets.push_back(d.get());
+    // A value an earlier sync kept needs no graph. See Note [Values a sync keeps for later].
+    if (d->isPending() && !d->takeComputed()) targets.push_back(d.get());
   }
   if (targets.empty()) return;
   DonationState donation;

@@ -3,6 +3,7 @@
 #include "backend/conv_layout.h"
 #include "backend/device.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/graph.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/List.h>
@@ -285,6 +286,15 @@ Value LazyData::asInput() {
     value_ = Value{Node::deviceData(buffer_), 0};
   }
   return value_;
+}
+
+bool LazyData::takeComputed() {
+  NodePtr data = Graph::computedValue(value_);
+  if (!data) return false;
+  buffer_ = data->data();
+  value_ = Value{std::move(data), 0};  // the device data asInput() would make for `buffer_`
+  error_.clear();
+  return true;
 }
 
 void LazyData::setPending(Value value) {

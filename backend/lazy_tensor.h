@@ -42,6 +42,9 @@ class LazyData final : public c10::intrusive_ptr_target {
   const at::Tensor& buffer() const { return buffer_; }
   /// This data as an op input: its pending value, or a device-data node made once per buffer.
   Value asInput();
+  /// Takes the buffer of a pending value an earlier sync computed and kept (Note [Values a sync
+  /// keeps for later]); false if it was not.
+  bool takeComputed();
   void setPending(Value value);
   void setBuffer(at::Tensor buffer);
   /// Drops the pending value whose graph failed with `error`. See Note [Failed syncs].

@@ -105,6 +105,7 @@ Counter& cuda_launches = *new Counter("CudaLaunches");
 Counter& kernel_batch_launches = *new Counter("KernelBatchLaunches");
 Counter& buffers_donated = *new Counter("BuffersDonated");
 Counter& recurring_graphs_fused = *new Counter("RecurringGraphsFused");
+Counter& values_kept = *new Counter("ValuesKept");
 Counter& cuda_graphs_captured = *new Counter("CudaGraphsCaptured");
 Counter& cuda_graph_replays = *new Counter("CudaGraphReplays");
 Counter& cuda_graph_mismatches = *new Counter("CudaGraphMismatches");

@@ -78,6 +78,7 @@ extern Counter& cuda_check_failures;   // CudaCheckFailures: graphs whose CUDA r
 extern Counter& cuda_emulated_launches;  // CudaEmulatedLaunches: CUDA kernels run emulated
 extern Counter& cuda_launches;           // CudaLaunches: fused kernel launches on a GPU
 extern Counter& recurring_graphs_fused;  // RecurringGraphsFused: small graphs fused once they recur
+extern Counter& values_kept;  // ValuesKept: nodes a sync computed and stored for later graphs
 extern Counter& cuda_graphs_captured;   // CudaGraphsCaptured: plan runs captured for replay
 extern Counter& cuda_graph_replays;     // CudaGraphReplays: plan runs replayed as a CUDA graph
 extern Counter& cuda_graph_mismatches;  // CudaGraphMismatches: checked replays that differed

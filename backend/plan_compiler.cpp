@@ -13,6 +13,7 @@
 #include "lowering/print_plan.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -277,6 +278,10 @@ bool dumpRequested(const char* what) {
 
 void writeDump(const Graph& graph, const char* what, const char* ext, const std::string& text) {
   const char* dir = std::getenv("LAZYFUSE_DUMP_DIR");
+  if (dir != nullptr && *dir != '\0') {
+    std::error_code ignored;  // a failure shows as the warning below
+    std::filesystem::create_directories(dir, ignored);
+  }
   std::ostringstream path;
   path << (dir ? dir : ".") << "/lazyfuse-" << what << "-" << std::hex << std::setw(16)
        << std::setfill('0') << graph.hash() << ext;

@@ -2,7 +2,9 @@
 
 #include "lazy_ir/check.h"
 
+#include <algorithm>
 #include <mutex>
+#include <utility>
 
 namespace lazyfuse {
 namespace {
@@ -24,21 +26,32 @@ const void* storageIdentity(const at::Tensor& tensor) {
 
 }  // namespace
 
+/// What a graph reads for `value`: the device data standing for its node once that node was
+/// computed (Graph::setComputed), else the value itself. Call with the build lock held.
+std::pair<Node*, uint32_t> Graph::resolveLocked(const Value& value) {
+  Node* node = value.node.get();
+  LF_CHECK(node->failed_.empty(), "this lazy tensor has no value: the graph computing it failed "
+           "at sync with: ", node->failed_);
+  if (node->computed_.empty()) return {node, value.index};
+  return {node->computed_[value.index].get(), 0};
+}
+
 Graph Graph::fromRoots(c10::ArrayRef<Value> roots) {
   std::lock_guard<std::mutex> lock(buildMutex());
   const uint64_t mark = nextMark();
   Graph graph;
   // Iterative post-order DFS; a node is placed once all its inputs are placed.
   std::vector<std::pair<Node*, size_t>> stack;
-  for (const Value& root : roots) {
-    LF_INTERNAL_ASSERT(root.node, "graph root without a node");
-    if (root.node->mark_ == mark) continue;
-    root.node->mark_ = mark;
-    stack.emplace_back(root.node.get(), 0);
+  for (const Value& root_value : roots) {
+    LF_INTERNAL_ASSERT(root_value.node, "graph root without a node");
+    Node* root = resolveLocked(root_value).first;
+    if (root->mark_ == mark) continue;
+    root->mark_ = mark;
+    stack.emplace_back(root, 0);
     while (!stack.empty()) {
       auto& [node, next_input] = stack.back();
       if (next_input < node->inputs_.size()) {
-        Node* input = node->inputs_[next_input++].node.get();
+        Node* input = resolveLocked(node->inputs_[next_input++]).first;
         if (input->mark_ == mark) continue;
         input->mark_ = mark;
         stack.emplace_back(input, 0);
@@ -50,18 +63,78 @@ Graph Graph::fromRoots(c10::ArrayRef<Value> roots) {
     }
   }
   graph.input_offsets_.reserve(graph.nodes_.size() + 1);
+  std::vector<std::pair<Node*, uint32_t>> owner_uses;  // computed nodes the inputs name
   for (const NodePtr& node : graph.nodes_) {
     graph.input_offsets_.push_back(static_cast<uint32_t>(graph.input_refs_.size()));
     for (const Value& input : node->inputs_) {
-      graph.input_refs_.push_back({input.node->position_, input.index});
+      const auto [read, index] = resolveLocked(input);
+      graph.input_refs_.push_back({read->position_, index});
+      if (read == input.node.get()) continue;
+      auto it = std::find_if(owner_uses.begin(), owner_uses.end(),
+                             [&](const auto& entry) { return entry.first == input.node.get(); });
+      if (it == owner_uses.end()) {
+        owner_uses.emplace_back(input.node.get(), 1);
+      } else {
+        ++it->second;
+      }
     }
     if (node->kind() == OpKind::kDeviceData) graph.data_positions_.push_back(node->position_);
   }
   graph.input_offsets_.push_back(static_cast<uint32_t>(graph.input_refs_.size()));
-  for (const Value& root : roots) graph.outputs_.push_back({root.node->position_, root.index});
+  for (const auto& [owner, uses] : owner_uses) {
+    for (const NodePtr& data : owner->computed_) {
+      if (data->mark_ != mark) continue;  // an output of `owner` this graph does not read
+      graph.computed_inputs_.push_back({data->position_, NodePtr::reclaim_copy(owner), uses});
+    }
+  }
+  for (const Value& root : roots) {
+    const auto [read, index] = resolveLocked(root);
+    graph.outputs_.push_back({read->position_, index});
+  }
   graph.computeAliasClasses();
   graph.computeHash();
   return graph;
+}
+
+void Graph::setComputed(const NodePtr& node, std::vector<at::Tensor> outputs) {
+  LF_INTERNAL_ASSERT(node->kind() == OpKind::kAten, "only an op's node can be computed");
+  LF_INTERNAL_ASSERT(outputs.size() == node->numOutputs(), node->opName(), ": ", outputs.size(),
+                     " buffers for ", node->numOutputs(), " outputs");
+  std::vector<NodePtr> data;
+  data.reserve(outputs.size());
+  for (at::Tensor& output : outputs) data.push_back(Node::deviceData(std::move(output)));
+  std::vector<Value> inputs;  // released after the lock: they may be the last hold on a trace
+  {
+    std::lock_guard<std::mutex> lock(buildMutex());
+    if (!node->computed_.empty()) return;
+    node->computed_ = std::move(data);
+    inputs.swap(node->inputs_);
+  }
+}
+
+void Graph::setFailed(const NodePtr& node, std::string error) {
+  std::vector<Value> inputs;  // released after the lock
+  std::lock_guard<std::mutex> lock(buildMutex());
+  if (!node->computed_.empty() || !node->failed_.empty()) return;
+  node->failed_ = error.empty() ? std::string("an unknown error") : std::move(error);
+  inputs.swap(node->inputs_);
+}
+
+NodePtr Graph::computedValue(const Value& value) {
+  if (!value.node) return NodePtr();
+  std::lock_guard<std::mutex> lock(buildMutex());
+  if (value.node->computed_.empty()) return NodePtr();
+  return value.node->computed_[value.index];
+}
+
+void Graph::addOutputs(c10::ArrayRef<NodeRef> outputs) {
+  for (const NodeRef& out : outputs) {
+    LF_INTERNAL_ASSERT(out.position < nodes_.size() &&
+                           out.index < nodes_[out.position]->numOutputs(),
+                       "an added graph output names no value of the graph");
+    outputs_.push_back(out);
+  }
+  hashOutputs();
 }
 
 c10::ArrayRef<NodeRef> Graph::inputsOf(size_t position) const {
@@ -96,6 +169,12 @@ void Graph::computeHash() {
     }
   }
   for (uint32_t cls : alias_classes_) h = hashCombine(h, cls);
+  body_hash_ = h;
+  hashOutputs();
+}
+
+void Graph::hashOutputs() {
+  HashValue h = body_hash_;
   for (const NodeRef& out : outputs_) h = hashCombine(hashCombine(h, out.position), out.index);
   hash_ = h;
 }

@@ -8,6 +8,7 @@
 #include <c10/util/ArrayRef.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lazyfuse {
@@ -37,9 +38,32 @@ class Graph {
   const std::vector<uint32_t>& aliasClasses() const { return alias_classes_; }
   HashValue hash() const { return hash_; }
 
+  /// Adds outputs (values of nodes already in the graph) after the roots, and rehashes.
+  void addOutputs(c10::ArrayRef<NodeRef> outputs);
+
+  /// A device-data input that stands for a node a sync computed earlier (setComputed).
+  struct ComputedInput {
+    uint32_t position = 0;  // of the device-data node in this graph
+    NodePtr owner;          // the computed node (this reference is the graph's)
+    uint32_t uses = 0;      // how many inputs of this graph's nodes name `owner`
+  };
+  const std::vector<ComputedInput>& computedInputs() const { return computed_inputs_; }
+
+  /// Stores `outputs`, one buffer per output of `node`, as its value: from then on a graph reads
+  /// device data in its place, and `node` lets go of its inputs. A node computed already keeps
+  /// its first value. See Note [Values a sync keeps for later] in backend/graph_executor.cpp.
+  static void setComputed(const NodePtr& node, std::vector<at::Tensor> outputs);
+  /// Marks `node`, which a failed sync should have computed, as having no value: a graph that
+  /// reads it raises `error` (the sync overwrote memory it reads; Note [Failed syncs]).
+  static void setFailed(const NodePtr& node, std::string error);
+  /// The device-data node standing for `value` once its node was computed, else null.
+  static NodePtr computedValue(const Value& value);
+
  private:
   void computeAliasClasses();
   void computeHash();
+  void hashOutputs();
+  static std::pair<Node*, uint32_t> resolveLocked(const Value& value);
 
   std::vector<NodePtr> nodes_;
   std::vector<uint32_t> input_offsets_;
@@ -47,6 +71,8 @@ class Graph {
   std::vector<NodeRef> outputs_;
   std::vector<uint32_t> data_positions_;
   std::vector<uint32_t> alias_classes_;
+  std::vector<ComputedInput> computed_inputs_;
+  HashValue body_hash_ = 0;  // the hash of everything but the outputs
   HashValue hash_ = 0;
 };
 

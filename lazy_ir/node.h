@@ -1,8 +1,10 @@
 #pragma once
 
-// The IR: one node type, one list of op kinds. A Node is immutable once made; its identity is the
-// node itself, never a name. Nodes are reference counted and point at their inputs, so a pending
-// lazy tensor keeps alive exactly the trace it needs.
+// The IR: one node type, one list of op kinds. A Node is immutable once made, but for one step:
+// a sync that computed it for later graphs stores its value and lets go of its inputs (Note
+// [Values a sync keeps for later] in backend/graph_executor.cpp). Its identity is the node
+// itself, never a name. Nodes are reference counted and point at their inputs, so a pending lazy
+// tensor keeps alive exactly the trace it needs.
 
 #include "lazy_ir/hash.h"
 
@@ -138,6 +140,10 @@ class Node final : public c10::intrusive_ptr_target {
   // Scratch for Graph::fromRoots, which holds a lock while it uses them.
   mutable uint64_t mark_ = 0;
   mutable uint32_t position_ = 0;
+  // Once a sync computed this node for later graphs: a device-data node per output, which
+  // graphs read in its place (Graph::setComputed). Guarded by the same lock.
+  std::vector<NodePtr> computed_;
+  std::string failed_;  // why this node has no value (Graph::setFailed); guarded by that lock
   friend class Graph;
 };
 

@@ -113,6 +113,56 @@ TEST(GraphTest, SharingVersusDuplicatingHashesDifferently) {
   EXPECT_NE(shared.hash(), duplicated.hash());
 }
 
+// Note [Values a sync keeps for later]: a computed node is read as device data from then on.
+TEST(GraphTest, AComputedNodeIsReadAsDeviceData) {
+  Value a = deviceData(at::randn({3}));
+  Value s = add(a, a);
+  Value later = add(s, s);  // pending outside the graph that computes s
+  at::Tensor value = at::randn({3});
+  Graph::setComputed(s.node, {value});
+  EXPECT_TRUE(s.node->inputs().empty());  // a computed node lets go of its trace
+  Graph g = Graph::fromRoots({later});
+  ASSERT_EQ(g.nodes().size(), 2u);
+  EXPECT_EQ(g.nodes()[0]->kind(), OpKind::kDeviceData);
+  EXPECT_TRUE(g.nodes()[0]->data().is_same(value));
+  ASSERT_EQ(g.computedInputs().size(), 1u);
+  EXPECT_EQ(g.computedInputs()[0].position, 0u);
+  EXPECT_EQ(g.computedInputs()[0].owner.get(), s.node.get());
+  EXPECT_EQ(g.computedInputs()[0].uses, 2u);  // both inputs of `later`
+  Value d = deviceData(value);
+  EXPECT_EQ(g.hash(), Graph::fromRoots({add(d, d)}).hash());
+  // A root that was computed is its device data; the first value stored stays.
+  Graph root = Graph::fromRoots({s});
+  ASSERT_EQ(root.nodes().size(), 1u);
+  Graph::setComputed(s.node, {at::randn({3})});
+  EXPECT_TRUE(Graph::computedValue(s)->data().is_same(value));
+  EXPECT_FALSE(Graph::computedValue(later));
+}
+
+TEST(GraphTest, AFailedNodeRaisesWhenAGraphReadsIt) {
+  Value a = deviceData(at::randn({3}));
+  Value s = add(a, a);
+  Value later = add(s, a);
+  Graph::setFailed(s.node, "the extern failed");
+  try {
+    Graph::fromRoots({later});
+    FAIL() << "a graph reading a failed node was built";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the extern failed"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphTest, AddedOutputsAreHashed) {
+  Value a = deviceData(at::randn({3}));
+  Value s = add(a, a);
+  Graph g = Graph::fromRoots({add(s, s)});
+  const HashValue before = g.hash();
+  g.addOutputs({NodeRef{1, 0}});
+  EXPECT_EQ(g.outputs().size(), 2u);
+  EXPECT_NE(g.hash(), before);
+  EXPECT_THROW(g.addOutputs({NodeRef{7, 0}}), c10::Error);
+}
+
 TEST(GraphTest, PrintsTextAndDot) {
   Graph g = diamond({2, 3}, at::kFloat);
   std::string text = printText(g);

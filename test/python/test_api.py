@@ -165,10 +165,11 @@ def test_dump_to_directory(tmp_path, python_subprocess):
         print(y.cpu().tolist())
         """
     )
-    proc = python_subprocess(code, env={"LAZYFUSE_DUMP": "ir", "LAZYFUSE_DUMP_DIR": str(tmp_path)})
+    dump_dir = tmp_path / "dumps" / "ir"  # made when missing
+    proc = python_subprocess(code, env={"LAZYFUSE_DUMP": "ir", "LAZYFUSE_DUMP_DIR": str(dump_dir)})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    files = sorted(glob.glob(os.path.join(tmp_path, "*")))
-    assert files, f"nothing written to {tmp_path}"
+    files = sorted(glob.glob(os.path.join(dump_dir, "*")))
+    assert files, f"nothing written to {dump_dir}"
     texts = [open(f).read() for f in files]
     assert any("aten::mul" in t and "aten::sum" in t for t in texts), texts
     assert all(re.fullmatch(r"lazyfuse-graph-[0-9a-f]{16}\.txt", os.path.basename(f))
