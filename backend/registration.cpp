@@ -1,4 +1,5 @@
 // Registers lazyfuse's kernels with the dispatcher when the library loads.
+#include "backend/attention.h"
 #include "backend/logging.h"
 #include "backend/host_scalars.h"
 #include "backend/op_traits.h"
@@ -95,6 +96,7 @@ void registerDynamicKernels() {
   functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));
   functionalize_lib->impl("polygamma_", TORCH_FN(functionalizePolygamma));
   registerHostScalarKernels(*lazy_lib, *functionalize_lib);
+  registerAttentionKernels(*autograd_lib, *functionalize_lib);  // Note [Fused attention]
   // See Note [set_data across InferenceMode]; on Functionalize before the loop below would give
   // it decomposeKernel there.
   functionalize_lib->impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
@@ -115,7 +117,7 @@ void registerDynamicKernels() {
     if (registerOutFunctionalization(*op, *functionalize_lib)) ++outs;
     if (registerOutDecomposition(*op, *autograd_lib)) ++outs;
     if (registerWriteKernel(*op, *functionalize_lib)) ++checked;
-    if (decomposesOnFunctionalize(*op)) {
+    if (decomposesOnFunctionalize(*op) && !isFusedAttentionOp(name)) {
       functionalize_lib->impl(implName(name).c_str(),
                               torch::CppFunction::makeFromBoxedFunction<&decomposeKernel>());
       ++decomposed;

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import lazyfuse
-from helpers import assert_same, reference
+from helpers import REFERENCE, assert_same, reference
 
 
 def randn(*shape, seed=0, dtype=torch.float32):
@@ -519,3 +519,77 @@ def test_masked_fill_complex_value_errors_in_eagers_order(mask, value):
             getattr(torch.zeros(3, dtype=torch.int64), name)(mask, value)
         with pytest.raises(RuntimeError, match=re.escape(str(eager.value).splitlines()[0])):
             getattr(torch.zeros(3, dtype=torch.int64).to("lazy"), name)(mask.to("lazy"), value)
+
+
+# ---- attention (Note [Fused attention]) ----------------------------------------------------
+
+ATTENTION_CASES = {
+    "causal": dict(is_causal=True),
+    "bool_mask": dict(mask=lambda: randint(0, 4, (16, 24), seed=7) > 0),
+    "float_mask": dict(mask=lambda: randn(2, 1, 16, 24, seed=8)),
+    "scale": dict(scale=0.3),
+    "bfloat16": dict(dtype=torch.bfloat16, is_causal=True),
+    "float64": dict(dtype=torch.float64, is_causal=True),
+    "kv_fewer_heads_gqa": dict(kv_heads=1, enable_gqa=True),
+    "dropout": dict(dropout_p=0.5),
+}
+
+
+def attention(q, k, v, case, mask=None):
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, dropout_p=case.get("dropout_p", 0.0),
+        is_causal=case.get("is_causal", False), scale=case.get("scale"),
+        enable_gqa=case.get("enable_gqa", False))
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION_CASES))
+def test_attention_forward_and_backward_like_eager(name):
+    case = ATTENTION_CASES[name]
+    dtype = case.get("dtype", torch.float32)
+    q = randn(2, 4, 16, 8, seed=1, dtype=dtype)
+    k = randn(2, case.get("kv_heads", 4), 24, 8, seed=2, dtype=dtype)
+    v = randn(2, case.get("kv_heads", 4), 24, 8, seed=3, dtype=dtype)
+    mask = case["mask"]() if "mask" in case else None
+    grad = randn(2, 4, 16, 8, seed=4, dtype=dtype)
+    if "dropout_p" in case:
+        # Random: eager's draws are not ours. The composite runs, as before.
+        out = attention(q.to("lazy"), k.to("lazy"), v.to("lazy"), case).cpu()
+        assert out.shape == q.shape and torch.isfinite(out).all()
+        return
+
+    def run(device):
+        leaves = [t.to(device).requires_grad_() for t in (q, k, v)]
+        out = attention(*leaves, case, None if mask is None else mask.to(device))
+        out.backward(grad.to(device))
+        return [out.detach().cpu()] + [t.grad.cpu() for t in leaves]
+
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}
+    for got, expected in zip(run("lazy"), run(REFERENCE)):
+        torch.testing.assert_close(got, expected, **tol)
+
+
+def test_attention_records_one_fused_node_where_eager_runs_flash_on_the_cpu():
+    if lazyfuse.hardware_device() != "cpu":
+        pytest.skip("on CUDA the composite still runs (Note [Fused attention])")
+    q = randn(2, 4, 16, 8).to("lazy").requires_grad_()
+    out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    forward = lazyfuse.dump_ir(out)
+    assert "_scaled_dot_product_flash_attention_for_cpu" in forward, forward
+    assert "aten::bmm" not in forward and "softmax" not in forward, forward
+    out.sum().backward()
+    backward = lazyfuse.dump_ir(q.grad)
+    assert "_scaled_dot_product_flash_attention_for_cpu_backward" in backward, backward
+    with torch.inference_mode():
+        x = randn(2, 4, 16, 8).to("lazy")
+        text = lazyfuse.dump_ir(F.scaled_dot_product_attention(x, x, x))
+        assert "_scaled_dot_product_flash_attention_for_cpu" in text, text
+
+
+def test_attention_errors_like_eager():
+    q = randn(2, 4, 16, 8)
+    with pytest.raises(RuntimeError) as eager:
+        F.scaled_dot_product_attention(q, q[..., :4], q)
+    with pytest.raises(RuntimeError) as lazy:
+        x = q.to("lazy")
+        F.scaled_dot_product_attention(x, x[..., :4], x)
+    assert str(lazy.value) == str(eager.value)
