@@ -83,6 +83,33 @@ def test_sgd_with_a_learning_rate_schedule_is_replayed():
     assert counter("CudaGraphReplays") >= 4
 
 
+def test_a_loop_that_only_reads_its_loss_is_replayed():
+    # No mark_step(): each step's loss.item() syncs one graph (the last step's backward and
+    # update, this step's forward) that stores the parameters, optimizer state and activations
+    # for the next one (Note [Values a sync keeps for later]). Its outputs are held by the next
+    # step's graph, so replays copy them out of the graph's memory.
+    def run(device):
+        model = mlp().to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        losses = []
+        for step in range(10):
+            x, y = batch(step)
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, [to_cpu(p.detach()) for p in model.parameters()]
+
+    expected = run(REFERENCE)
+    lazyfuse.reset_metrics()
+    got = run(torch.device("lazy"))
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    assert counter("CudaGraphReplays") >= 3
+    assert counter("CudaGraphMismatches") == 0
+    assert counter("CudaGraphCaptureFailures") == 0
+
+
 def test_training_is_the_same_without_replay(monkeypatch):
     monkeypatch.setenv("LAZYFUSE_CUDA_GRAPHS", "0")
     assert_trains_like_eager(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=6)
