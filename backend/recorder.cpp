@@ -6,6 +6,7 @@
 #include "backend/lazy_tensor.h"
 #include "backend/metrics.h"
 #include "backend/op_traits.h"
+#include "backend/random_draws.h"
 #include "backend/write_checks.h"
 #include "lazy_ir/check.h"
 
@@ -160,6 +161,8 @@ class CallRecorder {
     if (v.isTensor()) return scanTensor(v.toTensor(), i);
     if (v.isTensorList()) return scanTensorList(i);
     if (v.isList() && v.toListRef().size() > 0 && isOptionalTensorList(i)) return scanOptionalList(i);
+    // See Note [Random ops draw when recorded].
+    if (traits_.generator_arg[i]) v = recordedGenerator(v);
     if (traits_.generator_arg[i] || (traits_.scalar_arg[i] && !traits_.scalars_are_constants)) {
       params_.push_back(v);
       key_ = hashCombine(key_, hashString(v.tagKind()));
@@ -255,6 +258,9 @@ class CallRecorder {
       case ArgKind::kParam:
         // CPU scalar tensors mix with any device, Meta too, unless the meta kernel checks.
         if (v.isTensor() && traits_.meta_scalars_on_meta) return metaScalar(v.toTensor());
+        // A node's own generator (Note [Random ops draw when recorded]) is for its runs; meta
+        // kernels draw nothing, and some (torch._refs') refuse a generator.
+        if (v.isGenerator()) return c10::IValue();
         return v;
       case ArgKind::kTensorList: {
         c10::List<at::Tensor> list;

@@ -3,6 +3,7 @@
 #include "backend/logging.h"
 #include "backend/host_scalars.h"
 #include "backend/op_traits.h"
+#include "backend/random_draws.h"
 #include "backend/recorder.h"
 #include "backend/transfers.h"
 #include "backend/write_checks.h"
@@ -27,6 +28,7 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copyKernel>());
   m.impl("lift_fresh", TORCH_FN(liftFresh));
   m.impl("native_batch_norm", torch::CppFunction::makeFromBoxedFunction<&nativeBatchNormKernel>());
+  m.impl("native_dropout", torch::CppFunction::makeFromBoxedFunction<&nativeDropoutKernel>());
 }
 
 class SilentWarnings final : public c10::WarningHandler {
@@ -123,6 +125,7 @@ void registerDynamicKernels() {
       ++decomposed;
     }
   }
+  registerRandomTwinKernels(*lazy_lib);  // after the loop: Note [Random ops draw when recorded]
   LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, write checks for ",
                checked, " in-place and out= ops, decompositions on Functionalize for ", decomposed,
                ", out= kernels of ours for ", outs);

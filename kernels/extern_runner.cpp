@@ -45,7 +45,10 @@ class StepRunner {
     size_t next_param = 0;
     for (const ArgSlot& slot : attrs.args) {
       if (slot.kind == ArgKind::kParam) {
-        stack.push_back(node.params()[next_param++]);
+        const c10::IValue& param = node.params()[next_param++];
+        // A random op's own generator: each run starts from its recorded state (Note [Random
+        // ops draw when recorded] in backend/random_draws.cpp).
+        stack.push_back(param.isGenerator() ? c10::IValue(param.toGenerator().clone()) : param);
         continue;
       }
       stack.push_back(argument(slot));

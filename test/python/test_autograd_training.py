@@ -432,3 +432,25 @@ def test_efficient_zero_grads_are_real_buffers(fusion, monkeypatch):
     torch.testing.assert_close(grad.cpu(), x.grad)
     grad.add_(2.0)
     torch.testing.assert_close((grad * 3).cpu(), (x.grad + 2.0) * 3)
+
+
+@pytest.mark.parametrize("reentrant", [False, True], ids=["non_reentrant", "reentrant"])
+def test_checkpoint_with_dropout_gives_the_gradients_of_the_plain_forward(reentrant):
+    """torch.utils.checkpoint recomputes the segment in backward from the generator state the
+    forward saw: its dropout masks must be the forward's (Note [Random ops draw when recorded])."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(16, 32), nn.Dropout(0.5), nn.GELU(), nn.Linear(32, 16))
+    block = block.to("lazy")
+    results = []
+    for use_checkpoint in (False, True):
+        torch.manual_seed(5)
+        x = torch.ones(8, 16).to("lazy").requires_grad_()
+        y = checkpoint(block, x, use_reentrant=reentrant) if use_checkpoint else block(x)
+        y.square().sum().backward()
+        grads = [x.grad] + [p.grad for p in block.parameters()]
+        results.append([y.detach().cpu()] + [g.cpu() for g in grads])
+        block.zero_grad(set_to_none=True)
+    for plain, checkpointed in zip(*results):
+        torch.testing.assert_close(checkpointed, plain)

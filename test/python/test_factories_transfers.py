@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import lazyfuse
 from helpers import REFERENCE
@@ -118,6 +119,52 @@ def test_random_values_in_range():
     assert bool((r >= 3).all()) and bool((r < 7).all())
     p = torch.randperm(20, device="lazy").cpu()
     torch.testing.assert_close(p.sort().values, torch.arange(20))
+
+
+RANDOM_OPS = {
+    "rand": lambda x: torch.rand(5, 3, device="lazy"),
+    "randn": lambda x: torch.randn(5, 3, device="lazy"),
+    "randint": lambda x: torch.randint(0, 100, (5, 3), device="lazy"),
+    "randperm": lambda x: torch.randperm(15, device="lazy"),
+    "rand_like": torch.rand_like,
+    "randn_like": torch.randn_like,
+    "randint_like": lambda x: torch.randint_like(x, 10),
+    "bernoulli": lambda x: torch.bernoulli(x.sigmoid()),
+    "normal_": lambda x: x.clone().normal_(),
+    "uniform_": lambda x: x.clone().uniform_(-2, 2),
+    "dropout": lambda x: F.dropout(x, 0.5),
+    "multinomial": lambda x: torch.multinomial(x.abs() + 0.1, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_OPS))
+def test_random_values_are_drawn_when_recorded(name):
+    # Note [Random ops draw when recorded]: the generator's state when the op is recorded decides
+    # its values, however the syncs that run it come.
+    op = RANDOM_OPS[name]
+    x = torch.randn(5, 3).to("lazy")
+    lazyfuse.mark_step()
+    torch.manual_seed(7)
+    first = op(x)
+    state = torch.get_rng_state()
+    torch.manual_seed(7)
+    again = op(x)
+    assert torch.equal(torch.get_rng_state(), state)  # each recording draws the same
+    later = torch.rand(8, device="lazy")
+    lazyfuse.sync(later)  # runs between the recording of `again` and its run
+    torch.testing.assert_close(again.cpu(), first.cpu(), rtol=0, atol=0)
+    torch.manual_seed(8)
+    assert not torch.equal(op(x).cpu(), first.cpu())
+
+
+def test_random_values_of_a_restored_generator_state_are_drawn_again_when_recorded():
+    # torch.lazy's generator state is the hardware device's generator's.
+    x = torch.ones(64).to("lazy")
+    state = torch.lazy.get_rng_state()
+    a = F.dropout(x, 0.5) + torch.rand(64, device="lazy")
+    torch.lazy.set_rng_state(state)
+    b = F.dropout(x, 0.5) + torch.rand(64, device="lazy")
+    torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0, atol=0)
 
 
 def test_manual_seed_makes_random_reproducible():
