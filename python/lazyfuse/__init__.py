@@ -140,6 +140,62 @@ def _patch_tensor_serialization():
     torch.Tensor._reduce_ex_internal = _reduce_ex_internal
 
 
+def _patch_module_apply():
+    """`module.to("lazy")` keeps parameters that are one object in several places (tied weights:
+    a language model's head and embedding) one object. Eager keeps them by swapping each
+    parameter's data in place (`param.data = applied`), which needs the two tensors to share a
+    TensorImpl type; a lazy tensor's is not a CPU or CUDA tensor's, so `Module._apply` makes a new
+    Parameter in every place instead, and the tie was lost: the two copies trained apart. After
+    `_apply`, each place of a parameter that was shared gets the Parameter its first place got,
+    when the parameter was or now is lazy (`.cpu()` back loses the tie the same way). Every other
+    conversion is left as `_apply` made it."""
+    original = torch.nn.Module._apply
+    if getattr(original, "_lazyfuse_patched", False):
+        return
+
+    @functools.wraps(original)
+    def _apply(self, fn, recurse=True):
+        places = {}
+        for module in self.modules() if recurse else (self,):
+            for name, param in module._parameters.items():
+                if param is not None:
+                    places.setdefault(id(param), (param, []))[1].append((module, name))
+        result = original(self, fn, recurse)
+        for param, shared in places.values():
+            if len(shared) < 2:
+                continue
+            first = shared[0][0]._parameters[shared[0][1]]
+            if first is None or "lazy" not in (param.device.type, first.device.type):
+                continue
+            for module, name in shared[1:]:
+                module._parameters[name] = first
+        return result
+
+    _apply._lazyfuse_patched = True
+    torch.nn.Module._apply = _apply
+
+
+def _lazy_storage_tag(storage):
+    return None  # lazy tensors are saved as CPU copies (_patch_tensor_serialization)
+
+
+def _lazy_storage_deserialize(storage, location):
+    """`torch.load(..., map_location="lazy")` restores every storage at "lazy". A storage holds
+    CPU bytes; lazy tensors saved by lazyfuse are rebuilt from theirs on the lazy device, and
+    other tensors stay on the CPU (`load_state_dict` copies them into lazy parameters and
+    optimizer state)."""
+    if location.startswith("lazy"):
+        return storage
+    return None
+
+
+def _register_serialization():
+    if getattr(torch.serialization, "_lazyfuse_registered", False):
+        return
+    torch.serialization.register_package(40, _lazy_storage_tag, _lazy_storage_deserialize)
+    torch.serialization._lazyfuse_registered = True
+
+
 # Note [Optimizers default to foreach on lazy]
 # torch.optim picks its multi-tensor (`foreach`) implementation by default only on the device
 # types `torch.utils._foreach_utils._get_foreach_kernels_supported_devices()` lists. On lazy,
@@ -175,6 +231,8 @@ def _initialize():
     _register_device_module()
     _patch_tensor_numpy()
     _patch_tensor_serialization()
+    _register_serialization()
+    _patch_module_apply()
     _enable_foreach_optimizers()
 
 

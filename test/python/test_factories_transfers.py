@@ -417,6 +417,56 @@ def test_module_state_dict_round_trip(tmp_path):
     torch.testing.assert_close(restored.bias, model.bias.detach().cpu())
 
 
+def test_torch_load_with_map_location_lazy(tmp_path):
+    # A training checkpoint: a lazy model's state, its optimizer's (Adam's step is a CPU tensor),
+    # and a CPU tensor; loaded the way code written for CUDA loads one (map_location=device).
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3).to("lazy")
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(2, 4).to("lazy")).sum().backward()
+    opt.step()
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "cpu": torch.arange(3.0)},
+               path)
+    loaded = torch.load(path, map_location=torch.device("lazy"))
+    assert loaded["model"]["weight"].device.type == "lazy"
+    torch.testing.assert_close(loaded["model"]["weight"].cpu(), model.weight.detach().cpu())
+    torch.testing.assert_close(loaded["cpu"], torch.arange(3.0))  # a CPU storage stays there
+    fresh = torch.nn.Linear(4, 3).to("lazy")
+    fresh_opt = torch.optim.Adam(fresh.parameters())
+    fresh.load_state_dict(loaded["model"])
+    fresh_opt.load_state_dict(loaded["opt"])
+    x = torch.randn(2, 4).to("lazy")
+    for m, o in ((model, opt), (fresh, fresh_opt)):  # one more step each, from the same state
+        o.zero_grad()
+        m(x).sum().backward()
+        o.step()
+    torch.testing.assert_close(fresh.weight.detach().cpu(), model.weight.detach().cpu())
+
+
+def test_tied_parameters_stay_tied_across_devices():
+    # A language model's head shares the embedding's weight; eager's .to() keeps one Parameter.
+    def make():
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
+        m[1].weight = m[0].weight
+        return m
+
+    eager, lazy = make(), make().to("lazy")
+    assert lazy[1].weight is lazy[0].weight and lazy[0].weight.device.type == "lazy"
+    assert len(list(lazy.parameters())) == 1
+    tokens = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    for model, device in ((eager, "cpu"), (lazy, "lazy")):
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        for _ in range(3):
+            opt.zero_grad()
+            model(tokens.to(device)).logsumexp(-1).sum().backward()
+            opt.step()
+    torch.testing.assert_close(lazy[0].weight.detach().cpu(), eager[0].weight.detach())
+    lazy.cpu()
+    assert lazy[1].weight is lazy[0].weight and lazy[0].weight.device.type == "cpu"
+
+
 def test_deepcopy_of_lazy_tensor():
     import copy
 
