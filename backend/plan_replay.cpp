@@ -30,7 +30,8 @@ namespace lazyfuse {
 // What a graph bakes in, and how each is kept true on replay:
 // - Addresses of inputs. The first two runs of a plan tell the device data that stay in place
 //   (parameters and optimizer state, which donation writes in place: Note [Donated buffers])
-//   from those that move (a new data batch each step). The graph reads the first in place,
+//   from those that move (a new data batch each step; one the allocator places where the last
+//   batch was moves too: its storage is another one). The graph reads the first in place,
 //   and a replay requires each at the address captured; the others are copied, before each
 //   replay, into buffers the capture made for them. An input in place that moves ends the
 //   graph, and two runs later the plan is captured anew, with what those runs tell
@@ -236,12 +237,24 @@ std::optional<std::vector<at::Tensor>> PlanReplay::run(
     captured_.reset();
     runs_ = 0;  // which inputs stay in place is learnt anew
   }
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> storages;
+  storages.reserve(data.size());
+  for (uint32_t position : data) {
+    storages.emplace_back(graph.nodes()[position]->data().storage().getWeakStorageImpl());
+  }
   if (runs_ > 0) {
-    for (size_t i = 0; i < data.size(); ++i) moving_[i] |= addresses[i] != last_addresses_[i];
+    for (size_t i = 0; i < data.size(); ++i) {
+      // A storage still alive is the same one only if it is the one seen before; one freed
+      // since (lock() gives null) means a new tensor, wherever its memory is.
+      const c10::intrusive_ptr<c10::StorageImpl> last = last_storages_[i].lock();
+      moving_[i] |= addresses[i] != last_addresses_[i] ||
+                    last.get() != graph.nodes()[data[i]]->data().storage().unsafeGetStorageImpl();
+    }
   } else {
     moving_.assign(data.size(), 0);
   }
   last_addresses_ = addresses;
+  last_storages_ = std::move(storages);
   ++runs_;
   if (runs_ < kRunsBeforeCapture || captures_ >= kMaxCaptures) return std::nullopt;
   if (live_graphs.load() >= kMaxLiveGraphs) return std::nullopt;

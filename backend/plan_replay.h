@@ -56,7 +56,10 @@ class PlanReplay {
   int64_t runs_ = 0;
   int captures_ = 0;
   std::vector<const void*> last_addresses_;  // of each device data, by dataPositions() index
-  std::vector<uint8_t> moving_;  // device data seen at another address than the run before
+  // The storage of each device data the run before: a new tensor that the allocator happened
+  // to place where the last one was is no input that stays in place.
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> last_storages_;
+  std::vector<uint8_t> moving_;  // device data seen at another address, or in another storage
   std::unique_ptr<CapturedRun> captured_;
 };
 
