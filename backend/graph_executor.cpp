@@ -170,10 +170,15 @@ std::vector<size_t> internalUses(const Graph& graph, const std::vector<Value>& r
     if (nodes[position].get() != roots[i].node.get()) continue;
     internal[position] += 1 + (seen.insert(targets[i]).second ? 1 : 0);
   }
+  // Device data standing for a computed node: the inputs that read it name that node, not the
+  // device data, and the node holds the device data. That hold is the graph's own when nothing
+  // but the graph's nodes (and the graph's references to it, one per ComputedInput) name the
+  // computed node.
+  std::unordered_map<const Node*, size_t> entries;
+  for (const Graph::ComputedInput& in : graph.computedInputs()) ++entries[in.owner.get()];
   for (const Graph::ComputedInput& in : graph.computedInputs()) {
-    // A computed node holds its device data. That hold is the graph's own when nothing but the
-    // graph's nodes (and the graph's reference to it) name the computed node.
-    if (in.owner.use_count() == in.uses + 1) ++internal[in.position];
+    internal[in.position] -= in.resolved;
+    if (in.owner.use_count() == in.uses + entries[in.owner.get()]) ++internal[in.position];
   }
   return internal;
 }

@@ -10,7 +10,9 @@
 //     records) got values that ignored it.
 // So the recorder gives each random op's node a generator of its own, seeded by a draw made
 // when the op is recorded: from the generator the op was given, or from the hardware device's
-// default one. On the CPU the draw is one 64-bit number of the generator's stream; on another
+// default one. On the CPU the draw is one 64-bit number of the generator's stream, from which
+// the node's Mersenne Twister state is filled (all 64 bits: mt19937's own 32-bit seeding would
+// give two nodes of a long run the same stream now and then); on another
 // device (CUDA's Philox generators, whose stream lives on the device), the node's seed mixes the
 // generator's seed with its offset, and the offset advances by 4, the step of a Philox offset.
 // Each run of the node starts from a copy of its generator (kernels/extern_runner.cpp), so a node
@@ -105,7 +107,8 @@ const std::unordered_map<c10::OperatorName, Twin>& twins() {
 void checkOnMeta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args) {
   torch::jit::Stack meta(stack.end() - static_cast<std::ptrdiff_t>(num_args), stack.end());
   for (c10::IValue& v : meta) {
-    if (v.isTensor() && v.toTensor().defined()) {
+    // Lazy tensors only: a CPU scalar tensor argument (randint_like's high) stays one.
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == c10::kLazy) {
       const at::Tensor& t = v.toTensor();
       v = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
     } else if (v.isDevice()) {
@@ -157,8 +160,24 @@ c10::IValue recordedGenerator(const c10::IValue& given) {
   if (!source.defined()) source = at::globalContext().defaultGenerator(hardwareDevice());
   std::lock_guard<std::mutex> lock(source.mutex());
   if (source.device().is_cpu()) {
+    // A 32-bit seed would give two of a long run's million nodes the same stream: the node's
+    // Mersenne Twister state is filled from all 64 bits of the draw instead.
     const uint64_t seed = source.get<at::CPUGeneratorImpl>()->random64();
-    return c10::IValue(at::detail::createCPUGenerator(seed));
+    at::mt19937_data_pod pod{};
+    pod.seed_ = seed;
+    pod.left_ = 1;  // regenerate the state before the first number, as a seeded engine does
+    pod.seeded_ = true;
+    pod.next_ = 0;
+    uint64_t x = seed;
+    for (uint32_t& word : pod.state_) {
+      x = mix(x);
+      word = static_cast<uint32_t>(x >> 32);
+    }
+    at::mt19937 engine;
+    engine.set_data(pod);
+    at::Generator own = at::detail::createCPUGenerator();
+    own.get<at::CPUGeneratorImpl>()->set_engine(engine);
+    return c10::IValue(std::move(own));
   }
   const uint64_t offset = source.get_offset();
   const uint64_t seed = mix(source.current_seed() ^ mix(offset));

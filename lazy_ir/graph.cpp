@@ -64,12 +64,14 @@ Graph Graph::fromRoots(c10::ArrayRef<Value> roots) {
   }
   graph.input_offsets_.reserve(graph.nodes_.size() + 1);
   std::vector<std::pair<Node*, uint32_t>> owner_uses;  // computed nodes the inputs name
+  std::vector<uint32_t> resolved_reads(graph.nodes_.size(), 0);  // by device-data position
   for (const NodePtr& node : graph.nodes_) {
     graph.input_offsets_.push_back(static_cast<uint32_t>(graph.input_refs_.size()));
     for (const Value& input : node->inputs_) {
       const auto [read, index] = resolveLocked(input);
       graph.input_refs_.push_back({read->position_, index});
       if (read == input.node.get()) continue;
+      ++resolved_reads[read->position_];
       auto it = std::find_if(owner_uses.begin(), owner_uses.end(),
                              [&](const auto& entry) { return entry.first == input.node.get(); });
       if (it == owner_uses.end()) {
@@ -84,7 +86,8 @@ Graph Graph::fromRoots(c10::ArrayRef<Value> roots) {
   for (const auto& [owner, uses] : owner_uses) {
     for (const NodePtr& data : owner->computed_) {
       if (data->mark_ != mark) continue;  // an output of `owner` this graph does not read
-      graph.computed_inputs_.push_back({data->position_, NodePtr::reclaim_copy(owner), uses});
+      graph.computed_inputs_.push_back(
+          {data->position_, NodePtr::reclaim_copy(owner), uses, resolved_reads[data->position_]});
     }
   }
   for (const Value& root : roots) {

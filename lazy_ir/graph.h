@@ -46,6 +46,8 @@ class Graph {
     uint32_t position = 0;  // of the device-data node in this graph
     NodePtr owner;          // the computed node (this reference is the graph's)
     uint32_t uses = 0;      // how many inputs of this graph's nodes name `owner`
+    uint32_t resolved = 0;  // how many of them read this device data: inputsOf() lists them
+                            // at `position`, though they name `owner`, not the device data
   };
   const std::vector<ComputedInput>& computedInputs() const { return computed_inputs_; }
 

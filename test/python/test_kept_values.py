@@ -125,3 +125,31 @@ def test_backward_after_reading_the_loss_uses_the_forward_dropout_mask():
     assert set(grad.unique().tolist()) <= {0.0, 6.0}
     assert grad.sum().item() == pytest.approx(value)
     torch.testing.assert_close(out.detach().cpu(), grad)
+
+
+@pytest.mark.parametrize("fusion", ["always", "auto"])
+def test_a_stored_value_read_again_is_never_overwritten(fusion, monkeypatch):
+    # A later graph that reads a stored value may write its result into that value's memory
+    # only when nothing else reads it (Note [Donated buffers]): here y and w still do.
+    monkeypatch.setenv("LAZYFUSE_FUSION", fusion)
+    x_cpu = base((64, 64))
+    x = x_cpu.to(LAZY)
+    lazyfuse.mark_step()
+    y = x.sin()
+    w = y * 3  # pending: reads y's node
+    assert (y * 2).sum().item() == pytest.approx((x_cpu.sin() * 2).sum().item(), rel=1e-5)
+    z = y + 1  # reads the stored y
+    torch.testing.assert_close(z.cpu(), x_cpu.sin() + 1)
+    torch.testing.assert_close(y.cpu(), x_cpu.sin())
+    v = y.exp()  # y took the stored buffer: reads it directly
+    del y
+    torch.testing.assert_close(w.cpu(), x_cpu.sin() * 3)
+    torch.testing.assert_close(v.cpu(), x_cpu.sin().exp())
+
+
+def test_randint_like_with_a_cpu_scalar_high_like_eager():
+    x = base((3, 4))
+    expected = torch.randint_like(x, torch.tensor(10))
+    got = torch.randint_like(x.to(LAZY), torch.tensor(10)).cpu()
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    assert bool((got >= 0).all()) and bool((got < 10).all())
