@@ -68,8 +68,6 @@ at::Tensor standIn(const at::Tensor& t, c10::Device device) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(device));
 }
 
-bool isLazy(const at::Tensor& t) { return t.defined() && t.device().type() == c10::kLazy; }
-
 /// Whether eager, given tensors like these on the hardware device, would run CPU flash attention,
 /// and the recorded flash node computes what it would.
 bool runsFlashOnCpu(const AttentionArgs& a) {

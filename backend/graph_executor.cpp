@@ -11,7 +11,6 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -119,7 +118,8 @@ bool renamesDeviceData(const Graph& graph, std::vector<at::Tensor>& buffers) {
     const std::string name = node.opName();
     if (name != "aten::detach_copy" && name != "aten::alias_copy") return false;
     const Node& input = *nodes[graph.inputsOf(out.position)[0].position];
-    if (input.kind() != OpKind::kDeviceData || !(TensorMeta::of(input.data()) == node.outputMeta(0))) {
+    if (input.kind() != OpKind::kDeviceData ||
+        !(TensorMeta::of(input.data()) == node.outputMeta(0))) {
       return false;
     }
     buffers.push_back(input.data());

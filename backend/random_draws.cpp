@@ -29,6 +29,7 @@
 // test_autograd_training.py::test_checkpoint_with_dropout_*.
 #include "backend/random_draws.h"
 
+#include "backend/detail/stand_ins.h"
 #include "backend/device.h"
 #include "backend/recorder.h"
 #include "lazy_ir/check.h"
@@ -36,7 +37,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/empty_strided.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include <mutex>
@@ -105,15 +105,9 @@ const std::unordered_map<c10::OperatorName, Twin>& twins() {
 /// Runs `op`'s meta kernel on meta stand-ins of the call on `stack`: the twins' meta kernels
 /// skip some of the checks of eager's (randint.low_generator's low < high).
 void checkOnMeta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t num_args) {
-  torch::jit::Stack meta(stack.end() - static_cast<std::ptrdiff_t>(num_args), stack.end());
-  for (c10::IValue& v : meta) {
-    // Lazy tensors only: a CPU scalar tensor argument (randint_like's high) stays one.
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == c10::kLazy) {
-      const at::Tensor& t = v.toTensor();
-      v = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-    } else if (v.isDevice()) {
-      v = c10::Device(c10::kMeta);
-    }
+  torch::jit::Stack meta;
+  for (auto it = stack.end() - static_cast<std::ptrdiff_t>(num_args); it != stack.end(); ++it) {
+    meta.push_back(standInArg(*it, c10::kMeta, metaStandIn));  // a CPU scalar tensor stays one
   }
   op.callBoxed(meta);
 }

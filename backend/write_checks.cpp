@@ -144,11 +144,6 @@ HashValue writeKey(const OpTraits& traits, const torch::jit::Stack& args) {
   return h;
 }
 
-at::Tensor metaStandIn(const at::Tensor& t) {
-  if (!isLazy(t)) return t;
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-}
-
 /// Runs `op` on Meta stand-ins of `args`; the exception it raised, or null.
 std::exception_ptr errorOnMeta(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
   torch::jit::Stack meta;

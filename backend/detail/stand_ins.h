@@ -4,6 +4,7 @@
 // arguments, the calls that passed, and a handler that drops the stand-in run's warnings.
 // See Note [In-place result casts] and Note [Overlapping writes].
 
+#include "backend/device.h"
 #include "backend/op_traits.h"
 #include "lazy_ir/hash.h"
 
@@ -13,6 +14,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/Device.h>
 #include <c10/util/Exception.h>
 
@@ -43,6 +45,12 @@ c10::IValue standInArg(const c10::IValue& v, c10::Device device, Fn stand_in) {
   }
   if (v.isDevice()) return c10::IValue(device);
   return v;
+}
+
+/// A Meta tensor like lazy tensor `t`; any other tensor (a CPU scalar) as it is.
+inline at::Tensor metaStandIn(const at::Tensor& t) {
+  if (!isLazy(t)) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
 /// Gives a random op's CPU stand-in call a generator of its own in each Generator? slot, so that it
