@@ -14,16 +14,12 @@
 #include <mutex>
 #include <tuple>
 
-namespace torch::lazy {
-TORCH_API bool hasBackend();  // torch/csrc/lazy/backend/backend_interface.h
-}  // namespace torch::lazy
-
 namespace lazyfuse {
 
-void checkBackend() {
-  LF_CHECK(!torch::lazy::hasBackend(),
-           "torch._lazy.ts_backend.init() has been called: the TorchScript lazy backend has taken "
-           "over the Lazy device, so lazyfuse cannot run; start a new process without calling it");
+void runMarkStep() {
+  checkBackend();
+  syncLiveTensors();
+  metrics::mark_steps.add();
 }
 
 namespace {
@@ -64,15 +60,17 @@ void manualSeed(int64_t seed) {
   gen.set_current_seed(static_cast<uint64_t>(seed));
 }
 
-void markStepOp() {
-  checkBackend();
-  syncLiveTensors();
+int64_t tensorId(const at::Tensor& tensor) {
+  LazyTensorImpl* impl = lazyImpl(tensor);
+  LF_CHECK(impl != nullptr, "tensor_id: expected a lazy tensor, got a ",
+           tensor.defined() ? tensor.device().str() : std::string("undefined"), " tensor");
+  return impl->data().id();
 }
 
 }  // namespace
 
 TORCH_LIBRARY(lazyfuse, m) {
-  m.def("mark_step() -> ()", &markStepOp);
+  m.def("mark_step() -> ()", &runMarkStep);
   m.def("wait() -> ()", &waitDevice);
   m.def("sync(Tensor[] tensors) -> ()", &syncTensors);
   m.def("metrics() -> (str[], int[])", &metricsOp);
@@ -82,6 +80,7 @@ TORCH_LIBRARY(lazyfuse, m) {
   m.def("manual_seed(int seed) -> ()", &manualSeed);
   m.def("check_backend() -> ()", &checkBackend);
   m.def("clear_graph_cache() -> ()", &clearGraphCache);
+  m.def("tensor_id(Tensor tensor) -> int", &tensorId);
 }
 
 }  // namespace lazyfuse

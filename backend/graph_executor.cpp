@@ -370,8 +370,8 @@ at::Tensor materialize(const at::Tensor& tensor) {
 }
 
 std::string dumpGraph(c10::ArrayRef<at::Tensor> tensors, const std::string& format) {
-  LF_CHECK(format == "text" || format == "dot", "dump_ir: format must be 'text' or 'dot', got '",
-           format, "'");
+  LF_CHECK(format == "text" || format == "dot" || format == "plan",
+           "dump_ir: format must be 'text', 'dot' or 'plan', got '", format, "'");
   std::vector<Value> roots;
   for (const at::Tensor& t : tensors) {
     LazyTensorImpl* impl = lazyImpl(t);
@@ -380,6 +380,7 @@ std::string dumpGraph(c10::ArrayRef<at::Tensor> tensors, const std::string& form
     roots.push_back(impl->data().asInput());
   }
   Graph graph = Graph::fromRoots(roots);
+  if (format == "plan") return printPlan(graph, lowerForTarget(graph));
   return format == "dot" ? printDot(graph) : printText(graph);
 }
 

@@ -21,7 +21,8 @@ void waitDevice();
 /// The buffer of a lazy tensor (raw or wrapped), syncing it first if it is pending.
 at::Tensor materialize(const at::Tensor& tensor);
 
-/// The graph the given lazy tensors would sync, printed as text or dot (nothing runs).
+/// The graph the given lazy tensors would sync, printed as text or dot, or the plan lowering
+/// makes of it ("plan": its fused kernels and extern calls); nothing runs or compiles.
 std::string dumpGraph(c10::ArrayRef<at::Tensor> tensors, const std::string& format);
 size_t graphCacheSize();
 void clearGraphCache();

@@ -2,6 +2,7 @@
 
 #include "backend/conv_layout.h"
 #include "backend/device.h"
+#include "backend/metrics.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/graph.h"
 
@@ -10,6 +11,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -259,6 +261,14 @@ void reportGeometryOf(const at::Tensor& like, const at::Tensor& result) {
   if (impl->strides() == like.strides() && like.storage_offset() == impl->storage_offset()) return;
   impl->reportViewGeometry(like.strides(), like.storage_offset());
 }
+
+static std::atomic<int64_t> next_data_id{1};  // LazyData::id()
+
+LazyData::LazyData() : id_(next_data_id.fetch_add(1, std::memory_order_relaxed)) {
+  metrics::tensors_created.add();
+}
+
+LazyData::~LazyData() { metrics::tensors_destroyed.add(); }
 
 c10::intrusive_ptr<LazyData> LazyData::pending(Value value) {
   auto data = c10::make_intrusive<LazyData>();

@@ -30,10 +30,13 @@ namespace lazyfuse {
 
 class LazyData final : public c10::intrusive_ptr_target {
  public:
-  LazyData() = default;  // use pending() or materialized(): they register the data
+  LazyData();  // use pending() or materialized(): they register the data
+  ~LazyData() override;
   static c10::intrusive_ptr<LazyData> pending(Value value);
   static c10::intrusive_ptr<LazyData> materialized(at::Tensor buffer);
 
+  /// A number no other LazyData of this process has had (torch._lazy.get_tensor_id).
+  int64_t id() const { return id_; }
   bool isPending() const { return value_.node && !buffer_.defined(); }
   bool isBroken() const { return !error_.empty(); }
   /// Raises when this data is broken. See Note [Failed syncs].
@@ -53,7 +56,7 @@ class LazyData final : public c10::intrusive_ptr_target {
   void release_resources() override;
 
  private:
-
+  const int64_t id_;
   Value value_;
   at::Tensor buffer_;
   std::string error_;  // why this data has no value; empty unless broken

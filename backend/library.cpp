@@ -11,10 +11,7 @@
 
 namespace lazyfuse {
 
-void markStep() {
-  checkBackend();
-  syncLiveTensors();
-}
+void markStep() { runMarkStep(); }
 
 void wait() { waitDevice(); }
 

@@ -22,25 +22,32 @@ Registry& registry() {
 
 }  // namespace
 
+// See Note [One store for metrics].
 Counter::Counter(std::string name) : name_(std::move(name)) {
+  torch::lazy::MetricsArena::Get()->RegisterCounter(name_, &data_);
   std::lock_guard<std::mutex> lock(registry().mutex);
   registry().counters.push_back(this);
 }
 
+// The arena keeps this many of a timer's latest samples for its report's percentiles.
+constexpr size_t kTimerSamples = 1024;
+
 Timer::Timer(std::string name) : name_(std::move(name)) {
+  torch::lazy::MetricsArena::Get()->RegisterMetric(name_, torch::lazy::MetricFnTime,
+                                                   kTimerSamples, &data_);
   std::lock_guard<std::mutex> lock(registry().mutex);
   registry().timers.push_back(this);
 }
 
 void Timer::add(int64_t ns) {
-  count_.fetch_add(1, std::memory_order_relaxed);
-  total_ns_.fetch_add(ns, std::memory_order_relaxed);
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  data_->AddSample(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(),
+                   static_cast<double>(ns));
 }
 
-void Timer::reset() {
-  count_.store(0, std::memory_order_relaxed);
-  total_ns_.store(0, std::memory_order_relaxed);
-}
+int64_t Timer::count() const { return static_cast<int64_t>(data_->TotalSamples()); }
+int64_t Timer::totalNs() const { return static_cast<int64_t>(data_->Accumulator()); }
+void Timer::reset() { data_->Reset(); }
 
 ScopedTimer::~ScopedTimer() {
   auto elapsed = std::chrono::steady_clock::now() - start_;
@@ -78,13 +85,15 @@ std::vector<std::pair<std::string, int64_t>> metricsSnapshot() {
 }
 
 void resetMetrics() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (Counter* c : r.counters) c->reset();
-  for (Timer* t : r.timers) t->reset();
+  // What torch._lazy.metrics.reset() does: every value in the arena, ours included.
+  torch::lazy::MetricsArena::Get()->ResetCounters();
+  torch::lazy::MetricsArena::Get()->ResetMetrics();
 }
 
 namespace metrics {
+Counter& mark_steps = *new Counter("MarkStep");
+Counter& tensors_created = *new Counter("CreateLtcTensor");
+Counter& tensors_destroyed = *new Counter("DestroyLtcTensor");
 Counter& ops_recorded = *new Counter("OpsRecorded");
 Counter& cached_compile = *new Counter("CachedCompile");
 Counter& uncached_compile = *new Counter("UncachedCompile");

@@ -1,11 +1,21 @@
 #pragma once
 
 // Counters and timers, named as users of lazy tensor backends know them (CachedCompile,
-// UncachedCompile, CompileTime, ExecuteTime, aten::<op> per eager fallback) plus our own.
+// UncachedCompile, MarkStep, CreateLtcTensor, CompileTime, ExecuteTime, aten::<op> per eager
+// fallback) plus our own.
+//
+// Note [One store for metrics]
+// Each counter and timer keeps its value in PyTorch's lazy-core metrics arena
+// (torch::lazy::MetricsArena), the store `torch._lazy.metrics` reads and resets. So
+// `torch._lazy.metrics.counter_value("CachedCompile")`, `metrics_report()` and `reset()` see and
+// change the same numbers as `lazyfuse.metrics()` and `lazyfuse.reset_metrics()`: one store, two
+// views. A timer is an arena metric of nanosecond samples (count = samples, total = their sum).
 
-#include <atomic>
+#include <torch/csrc/lazy/core/metrics.h>
+
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,29 +25,28 @@ namespace lazyfuse {
 class Counter {
  public:
   explicit Counter(std::string name);
-  void add(int64_t delta = 1) { value_.fetch_add(delta, std::memory_order_relaxed); }
-  int64_t value() const { return value_.load(std::memory_order_relaxed); }
-  void reset() { value_.store(0, std::memory_order_relaxed); }
+  void add(int64_t delta = 1) { data_->AddValue(delta); }
+  int64_t value() const { return data_->Value(); }
+  void reset() { data_->Reset(); }
   const std::string& name() const { return name_; }
 
  private:
   std::string name_;
-  std::atomic<int64_t> value_{0};
+  std::shared_ptr<torch::lazy::CounterData> data_;  // in torch's arena, never unregistered
 };
 
 class Timer {
  public:
   explicit Timer(std::string name);
   void add(int64_t ns);
-  int64_t count() const { return count_.load(std::memory_order_relaxed); }
-  int64_t totalNs() const { return total_ns_.load(std::memory_order_relaxed); }
+  int64_t count() const;
+  int64_t totalNs() const;
   void reset();
   const std::string& name() const { return name_; }
 
  private:
   std::string name_;
-  std::atomic<int64_t> count_{0};
-  std::atomic<int64_t> total_ns_{0};
+  std::shared_ptr<torch::lazy::MetricData> data_;  // in torch's arena, never unregistered
 };
 
 class ScopedTimer {
@@ -60,6 +69,9 @@ std::vector<std::pair<std::string, int64_t>> metricsSnapshot();
 void resetMetrics();
 
 namespace metrics {
+extern Counter& mark_steps;       // MarkStep: mark_step calls (lazyfuse's or torch._lazy's)
+extern Counter& tensors_created;  // CreateLtcTensor: lazy tensor values made (LazyData)
+extern Counter& tensors_destroyed;  // DestroyLtcTensor: lazy tensor values freed
 extern Counter& ops_recorded;     // OpsRecorded: nodes recorded into the trace
 extern Counter& cached_compile;   // CachedCompile: syncs served from the graph cache
 extern Counter& uncached_compile; // UncachedCompile: graphs lowered anew

@@ -233,6 +233,17 @@ KernelLauncher CompiledPlan::launcher() const {
 
 static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool recurring);
 
+ExecutionPlan lowerForTarget(const Graph& graph, bool recurring, bool* fuse_when_recurring) {
+  const FusionMode mode = fusionMode();
+  const bool batch = cudaTarget(hardwareDevice());
+  ExecutionPlan plan = lowerGraph(graph, mode != FusionMode::kOff, batch);
+  if (mode == FusionMode::kAuto && !recurring && kernelWork(plan) < kFuseMinElements) {
+    if (fuse_when_recurring != nullptr) *fuse_when_recurring = !plan.kernels.empty();
+    plan = lowerGraph(graph, /*fuse=*/false);
+  }
+  return plan;
+}
+
 std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph, bool recurring) {
   std::shared_ptr<CompiledPlan> compiled = compileForTarget(graph, recurring);
   compiled->cuda_target = cudaTarget(hardwareDevice());
@@ -242,13 +253,7 @@ std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph, bool recurri
 /// compilePlan, but for cuda_target.
 static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool recurring) {
   auto compiled = std::make_shared<CompiledPlan>();
-  const FusionMode mode = fusionMode();
-  const bool batch = cudaTarget(hardwareDevice());
-  compiled->plan = lowerGraph(graph, mode != FusionMode::kOff, batch);
-  if (mode == FusionMode::kAuto && !recurring && kernelWork(compiled->plan) < kFuseMinElements) {
-    compiled->fuse_when_recurring = !compiled->plan.kernels.empty();
-    compiled->plan = lowerGraph(graph, /*fuse=*/false);
-  }
+  compiled->plan = lowerForTarget(graph, recurring, &compiled->fuse_when_recurring);
   if (dumpRequested("plan")) writeDump(graph, "plan", ".txt", printPlan(graph, compiled->plan));
   if (compiled->plan.kernels.empty()) return compiled;
   std::string error = compileKernels(graph, *compiled, hardwareDevice());

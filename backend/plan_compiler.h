@@ -43,6 +43,12 @@ struct CompiledPlan {
 /// LAZYFUSE_FUSION is 0).
 std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph, bool recurring = false);
 
+/// The plan compilePlan starts from: `graph` lowered for the hardware device, fused or node by
+/// node as LAZYFUSE_FUSION and the graph's size decide (`fuse_when_recurring`, when given, says
+/// whether a small graph will be fused once it recurs).
+ExecutionPlan lowerForTarget(const Graph& graph, bool recurring = false,
+                             bool* fuse_when_recurring = nullptr);
+
 /// True when LAZYFUSE_DUMP names `what` (ir, plan, cpp, cuda).
 bool dumpRequested(const char* what);
 /// Writes `text` to $LAZYFUSE_DUMP_DIR/lazyfuse-<what>-<graph hash><ext>.

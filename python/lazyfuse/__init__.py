@@ -18,6 +18,7 @@ import functools
 import torch
 
 from . import _library
+from . import _torch_lazy
 from . import device as _device_module
 from ._library import library_path
 from ._metrics import metrics, metrics_report, reset_metrics
@@ -25,6 +26,7 @@ from ._version import __version__
 
 __all__ = [
     "__version__",
+    "add_step_closure",
     "dump_ir",
     "hardware_device",
     "library_path",
@@ -39,9 +41,19 @@ __all__ = [
 
 
 def mark_step():
-    """Syncs every live lazy tensor (compiles and runs what is pending) and starts a new trace.
-    Call it once per training step."""
+    """Syncs every live lazy tensor (compiles and runs what is pending) and starts a new trace,
+    then runs the step closures added since the last step. Call it once per training step.
+    The same as `torch._lazy.mark_step()`."""
     torch.ops.lazyfuse.mark_step()
+    torch._lazy.run_step_closures()
+
+
+def add_step_closure(closure, args=(), run_async=False):
+    """Runs `closure(*args)` at the end of the current step, after `mark_step()` has computed
+    every live tensor: reading a tensor in it (`loss.item()` for a log line) costs no sync of
+    its own. Closures run in the order they were added; with `run_async=True` on a background
+    thread. The same as `torch._lazy.add_step_closure`."""
+    torch._lazy.add_step_closure(closure, args, run_async)
 
 
 def wait():
@@ -69,9 +81,10 @@ def sync(*tensors):
 
 def dump_ir(tensors, format="text"):
     """The pending IR that computes `tensors` (a tensor or a list of them), as text or as a
-    Graphviz dot graph. Does not run anything."""
-    if format not in ("text", "dot"):
-        raise ValueError(f"dump_ir format must be 'text' or 'dot', got {format!r}")
+    Graphviz dot graph, or the plan lowering makes of it ("plan": which ops each fused kernel
+    runs, and the extern calls between them). Runs and compiles nothing."""
+    if format not in ("text", "dot", "plan"):
+        raise ValueError(f"dump_ir format must be 'text', 'dot' or 'plan', got {format!r}")
     if isinstance(tensors, torch.Tensor):
         tensors = [tensors]
     return torch.ops.lazyfuse.dump_ir(_tensor_list(tensors, "lazyfuse.dump_ir"), format)
@@ -234,6 +247,7 @@ def _initialize():
     _register_serialization()
     _patch_module_apply()
     _enable_foreach_optimizers()
+    _torch_lazy.install()
 
 
 def _torch_is_initializing():

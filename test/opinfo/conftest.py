@@ -28,7 +28,6 @@ import harness  # noqa: E402
 # Before any test module imports torch.testing._internal (the harness reads TORCH_TEST_DEVICES
 # at its import).
 harness.register_lazy_device()
-harness.route_torch_lazy_mark_step()
 
 KINDS = ("correctness", "inplace", "out", "errors", "grad")
 

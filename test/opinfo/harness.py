@@ -45,23 +45,6 @@ def register_lazy_device():
     return lazy_bases[0]
 
 
-def route_torch_lazy_mark_step():
-    """Note [torch._lazy.mark_step in OpInfos]
-    OpInfos of random ops run through torch.testing's `wrapper_set_seed`, which calls
-    `torch._lazy.mark_step()` when the result is on the lazy device, to run the op inside its
-    seeded RNG scope. That is the TorchScript lazy backend's API, which lazyfuse does not serve
-    ("Lazy tensor backend not registered."), so the sweep points it at lazyfuse.mark_step."""
-    import lazyfuse
-    import torch._lazy
-
-    def mark_step(device="", wait=False):
-        lazyfuse.mark_step()
-        if wait:
-            lazyfuse.wait()
-
-    torch._lazy.mark_step = mark_step
-
-
 def _disable_builtin_lazy_base(cdt):
     """torch's own LazyTestBase (used by `include_lazy=True`) starts the TorchScript lazy backend,
     which takes the Lazy key from lazyfuse for the rest of the process. Make it fail instead."""
