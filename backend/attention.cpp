@@ -19,6 +19,7 @@
 #include "backend/attention.h"
 
 #include "backend/device.h"
+#include "backend/functionalize_kernels.h"
 
 #include <ATen/SDPBackend.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -119,7 +120,10 @@ bool isFusedAttentionOp(const c10::OperatorName& name) {
 void registerAttentionKernels(torch::Library& autograd_lib, torch::Library& functionalize_lib) {
   const char* name = "scaled_dot_product_attention";
   autograd_lib.impl(name, torch::CppFunction::makeFromBoxedFunction<&attentionKernel>());
-  functionalize_lib.impl(name, torch::CppFunction::makeFromBoxedFunction<&attentionKernel>());
+  implLazyOnFunctionalize(
+      functionalize_lib,
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::scaled_dot_product_attention", ""),
+      c10::KernelFunction::makeFromBoxedFunction<&attentionKernel>());
 }
 
 }  // namespace lazyfuse

@@ -1,6 +1,7 @@
 #include "backend/host_scalars.h"
 
 #include "backend/device.h"
+#include "backend/functionalize_kernels.h"
 #include "backend/recorder.h"
 
 #include <ATen/Dispatch.h>
@@ -72,20 +73,12 @@ std::vector<at::Tensor> addcmul(at::TensorList self, at::TensorList tensor1,
       self, tensor1, tensor2, unpackScalars(self, tensor1, tensor2, scalars));
 }
 
-/// The Functionalize kernels registered before ours, by schema: other callers of the key
-/// (torch.func.functionalize and make_fx over CPU tensors) keep PyTorch's.
-std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>& functionalizeKernels() {
-  static auto* instance =
-      new std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>();
-  return *instance;
-}
-
 void functionalizePackedScalars(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                                 torch::jit::Stack* stack) {
   const size_t n = stack->size();
   const std::vector<at::Tensor> self = (*stack)[n - 4].toTensorVector();
   if (!self.empty() && !isLazy(self[0])) {
-    return functionalizeKernels().at(&op.schema()).callBoxed(op, keys, stack);
+    return pytorchFunctionalizeKernel(op).callBoxed(op, keys, stack);
   }
   const std::vector<at::Tensor> tensor1 = (*stack)[n - 3].toTensorVector();
   const std::vector<at::Tensor> tensor2 = (*stack)[n - 2].toTensorVector();
@@ -157,30 +150,27 @@ void recordMaskedFill(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 void functionalizeMaskedFill(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                              torch::jit::Stack* stack) {
   if (isLazy((*stack)[stack->size() - 3].toTensor())) checkFillValue(*stack);
-  functionalizeKernels().at(&op.schema()).callBoxed(op, keys, stack);
+  pytorchFunctionalizeKernel(op).callBoxed(op, keys, stack);
 }
 
 }  // namespace
 
 void registerHostScalarKernels(torch::Library& lazy_lib, torch::Library& functionalize_lib) {
-  auto wrap = [&](const char* name, const char* overload, torch::CppFunction kernel) {
+  auto wrap = [&](const char* name, const char* overload, c10::KernelFunction kernel) {
     auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
-    functionalizeKernels().emplace(
-        &op.schema(), op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
-    functionalize_lib.impl((std::string(name).substr(6) + "." + overload).c_str(),
-                           std::move(kernel));
+    implLazyOnFunctionalize(functionalize_lib, op, std::move(kernel));
   };
   lazy_lib.impl("_foreach_addcdiv.Tensor", TORCH_FN(addcdiv));
   lazy_lib.impl("_foreach_addcmul.Tensor", TORCH_FN(addcmul));
   for (const char* name : {"aten::_foreach_addcdiv_", "aten::_foreach_addcmul_"}) {
     wrap(name, "Tensor",
-         torch::CppFunction::makeFromBoxedFunction<&functionalizePackedScalars>());
+         c10::KernelFunction::makeFromBoxedFunction<&functionalizePackedScalars>());
   }
   for (const char* overload : {"Scalar", "Tensor"}) {
     lazy_lib.impl((std::string("masked_fill.") + overload).c_str(),
                   torch::CppFunction::makeFromBoxedFunction<&recordMaskedFill>());
     wrap("aten::masked_fill_", overload,
-         torch::CppFunction::makeFromBoxedFunction<&functionalizeMaskedFill>());
+         c10::KernelFunction::makeFromBoxedFunction<&functionalizeMaskedFill>());
   }
 }
 

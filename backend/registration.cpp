@@ -1,5 +1,6 @@
 // Registers lazyfuse's kernels with the dispatcher when the library loads.
 #include "backend/attention.h"
+#include "backend/functionalize_kernels.h"
 #include "backend/logging.h"
 #include "backend/host_scalars.h"
 #include "backend/op_traits.h"
@@ -95,13 +96,21 @@ void registerDynamicKernels() {
   c10::WarningUtils::WarningHandlerGuard guard(&silent);
   // Before they are wrapped below: see Note [Functionalizing copy_ across devices] and Note
   // [Functionalizing polygamma_].
-  functionalize_lib->impl("copy_", TORCH_FN(functionalizeCopy));
-  functionalize_lib->impl("polygamma_", TORCH_FN(functionalizePolygamma));
+  // Every kernel on Functionalize acts on lazy calls only: Note [Lazy-only kernels on
+  // Functionalize].
+  auto& dispatcher = c10::Dispatcher::singleton();
+  implLazyOnFunctionalize(*functionalize_lib, dispatcher.findSchemaOrThrow("aten::copy_", ""),
+                          c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(functionalizeCopy)));
+  implLazyOnFunctionalize(
+      *functionalize_lib, dispatcher.findSchemaOrThrow("aten::polygamma_", ""),
+      c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(functionalizePolygamma)));
   registerHostScalarKernels(*lazy_lib, *functionalize_lib);
   registerAttentionKernels(*autograd_lib, *functionalize_lib);  // Note [Fused attention]
   // See Note [set_data across InferenceMode]; on Functionalize before the loop below would give
   // it decomposeKernel there.
-  functionalize_lib->impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
+  implLazyOnFunctionalize(
+      *functionalize_lib, dispatcher.findSchemaOrThrow("aten::_has_compatible_shallow_copy_type", ""),
+      c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(hasCompatibleShallowCopyType)));
   autograd_lib->impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
   int count = 0;
   int checked = 0;
@@ -120,8 +129,8 @@ void registerDynamicKernels() {
     if (registerOutDecomposition(*op, *autograd_lib)) ++outs;
     if (registerWriteKernel(*op, *functionalize_lib)) ++checked;
     if (decomposesOnFunctionalize(*op) && !isFusedAttentionOp(name)) {
-      functionalize_lib->impl(implName(name).c_str(),
-                              torch::CppFunction::makeFromBoxedFunction<&decomposeKernel>());
+      implLazyOnFunctionalize(*functionalize_lib, *op,
+                              c10::KernelFunction::makeFromBoxedFunction<&decomposeKernel>());
       ++decomposed;
     }
   }

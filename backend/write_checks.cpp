@@ -2,6 +2,7 @@
 
 #include "backend/detail/stand_ins.h"
 #include "backend/device.h"
+#include "backend/functionalize_kernels.h"
 #include "backend/lax_meta.h"
 #include "backend/lazy_tensor.h"
 #include "backend/recorder.h"
@@ -72,12 +73,12 @@ class PendingWriteGuard {
   PendingWrite saved_;
 };
 
-/// PyTorch's Functionalize kernel of each op ours replaces; filled at load, read-only after.
-using FunctionalizeKernels =
-    std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>;
+/// The Functionalize kernel each writeKernel replaces (PyTorch's, or one of ours such as
+/// functionalizeCopy), by schema; filled at load, read-only after.
+using KernelsBelow = std::unordered_map<const c10::FunctionSchema*, c10::SafeKernelFunction>;
 
-FunctionalizeKernels& functionalizeKernels() {
-  static FunctionalizeKernels* instance = new FunctionalizeKernels();
+KernelsBelow& kernelsBelow() {
+  static KernelsBelow* instance = new KernelsBelow();
   return *instance;
 }
 
@@ -328,7 +329,7 @@ void writeElementByElement(const c10::OperatorHandle& op, c10::DispatchKeySet ke
 /// [In-place result casts].
 void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                  torch::jit::Stack* stack) {
-  const c10::SafeKernelFunction& functionalize = functionalizeKernels().at(&op.schema());
+  const c10::SafeKernelFunction& functionalize = kernelsBelow().at(&op.schema());
   const OpTraits& traits = traitsOf(op);
   const size_t num_args = traits.written.size();
   torch::jit::Stack args(stack->end() - num_args, stack->end());
@@ -355,12 +356,6 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   PendingWriteGuard guard(pendingWriteOf(traits, args));
   std::move(args.begin(), args.end(), stack->end() - num_args);
   functionalize.callBoxed(op, keys, stack);
-}
-
-std::string qualifiedName(const c10::OperatorName& name) {
-  std::string qualified = name.name.substr(6);
-  if (!name.overload_name.empty()) qualified += "." + name.overload_name;
-  return qualified;
 }
 
 bool writesAnArgument(const OpTraits& traits) {
@@ -413,13 +408,13 @@ bool registerWriteKernel(const c10::OperatorHandle& op, torch::Library& function
   const OpTraits& traits = traitsOf(op);
   if (!writesAnArgument(traits)) return false;
   if (!op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) return false;
-  functionalizeKernels().emplace(
-      &op.schema(), op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
+  kernelsBelow().emplace(&op.schema(),
+                         op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
   if (std::optional<c10::OperatorHandle> functional = findForeachFunctional(op)) {
     foreachFunctionals().emplace(&op.schema(), *functional);
   }
-  const std::string name = qualifiedName(op.operator_name());
-  functionalize_lib.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&writeKernel>());
+  implLazyOnFunctionalize(functionalize_lib, op,
+                          c10::KernelFunction::makeFromBoxedFunction<&writeKernel>());
   return true;
 }
 

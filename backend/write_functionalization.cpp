@@ -1,6 +1,7 @@
 #include "backend/write_functionalization.h"
 
 #include "backend/device.h"
+#include "backend/functionalize_kernels.h"
 #include "backend/op_traits.h"
 #include "lazy_ir/check.h"
 
@@ -110,13 +111,8 @@ namespace {
 // calls the same functional op (`<name>_functional`, or `<name>` with the same overload) and hands
 // out= arguments the first results and the other written arguments the rest, in order. Other
 // callers keep PyTorch's kernel. Pinned by test_out_variants.py::test_out_and_written_stats_like_eager.
-struct OutFunctional {
-  c10::OperatorHandle functional;
-  c10::SafeKernelFunction pytorch;
-};
-
-/// By schema of the out= op; filled at load, read-only after.
-using OutFunctionals = std::unordered_map<const c10::FunctionSchema*, OutFunctional>;
+/// The functional op of each out= op, by schema of the out= op; filled at load, read-only after.
+using OutFunctionals = std::unordered_map<const c10::FunctionSchema*, c10::OperatorHandle>;
 
 OutFunctionals& outFunctionals() {
   static OutFunctionals* instance = new OutFunctionals();
@@ -183,7 +179,7 @@ c10::IValue unwrapped(const c10::IValue& v) {
 /// See Note [Out= ops that write other arguments too].
 void functionalizeOutKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                             torch::jit::Stack* stack) {
-  const OutFunctional& entry = outFunctionals().at(&op.schema());
+  const c10::OperatorHandle& functional_op = outFunctionals().at(&op.schema());
   const OpTraits& traits = traitsOf(op);
   const std::vector<c10::Argument>& schema_args = op.schema().arguments();
   const size_t num_args = schema_args.size();
@@ -200,18 +196,18 @@ void functionalizeOutKernel(const c10::OperatorHandle& op, c10::DispatchKeySet k
     lazy = lazy || isLazy(t);
     functional = functional && F::isFunctionalTensor(t);
   }
-  if (!lazy || !functional) return entry.pytorch.callBoxed(op, keys, stack);
+  if (!lazy || !functional) return pytorchFunctionalizeKernel(op).callBoxed(op, keys, stack);
   torch::jit::Stack call;
   for (size_t i = 0; i < num_args; ++i) {
     if (!schema_args[i].is_out()) call.push_back(unwrapped(args[i]));
   }
   {
     at::AutoDispatchSkipFunctionalize skip;
-    entry.functional.callBoxed(&call);
+    functional_op.callBoxed(&call);
   }
   std::vector<at::Tensor> results;
   for (const c10::IValue& v : call) appendTensors(v, results);
-  LF_INTERNAL_ASSERT(results.size() == written.size(), entry.functional.operator_name(),
+  LF_INTERNAL_ASSERT(results.size() == written.size(), functional_op.operator_name(),
                      " returned ", results.size(), " tensors for ", written.size());
   for (size_t k = 0; k < written.size(); ++k) {
     F::replace_(written[k], results[k]);
@@ -231,11 +227,9 @@ bool registerOutFunctionalization(const c10::OperatorHandle& op,
   }
   std::optional<c10::OperatorHandle> functional = findFunctional(op);
   if (!functional) return false;
-  outFunctionals().emplace(
-      &op.schema(),
-      OutFunctional{*functional, op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize)});
-  functionalize_lib.impl(implName(op.operator_name()).c_str(),
-                         torch::CppFunction::makeFromBoxedFunction<&functionalizeOutKernel>());
+  outFunctionals().emplace(&op.schema(), *functional);
+  implLazyOnFunctionalize(functionalize_lib, op,
+                          c10::KernelFunction::makeFromBoxedFunction<&functionalizeOutKernel>());
   return true;
 }
 
@@ -245,8 +239,8 @@ bool registerOutFunctionalization(const c10::OperatorHandle& op,
 // Functionalize fallback refuses the in-place op ("Found a custom (non-ATen) operator whose output
 // has alias annotations"). This kernel is the one the generator would write: run polygamma_ on
 // Meta for eager's errors, record polygamma below functionalization and make it self's new value;
-// a self that is not a functional tensor gets polygamma_ itself below functionalization. It is
-// correct for every caller of the key (torch.func.functionalize on the CPU too), not only lazy.
+// a self that is not a functional tensor gets polygamma_ itself below functionalization. Only
+// calls on lazy tensors get it (Note [Lazy-only kernels on Functionalize]).
 // Pinned by test_out_variants.py::test_polygamma_inplace_like_eager.
 at::Tensor& functionalizePolygamma(at::Tensor& self, int64_t n) {
   if (!F::isFunctionalTensor(self)) {

@@ -211,31 +211,58 @@ def _register_serialization():
 
 # Note [Optimizers default to foreach on lazy]
 # torch.optim picks its multi-tensor (`foreach`) implementation by default only on the device
-# types `torch.utils._foreach_utils._get_foreach_kernels_supported_devices()` lists. On lazy,
-# the foreach path records one node per `_foreach_*` op for all parameters together (an Adam
-# step is a handful of nodes, not a dozen per parameter), so we add "lazy" to that list. The
-# modules that imported the function by name (torch.optim.optimizer, swa_utils) get the same
-# wrapper; an explicit `foreach=False` still selects the per-tensor loop.
-_FOREACH_USERS = ("torch.utils._foreach_utils", "torch.optim.optimizer", "torch.optim.swa_utils")
+# types `torch.utils._foreach_utils._get_foreach_kernels_supported_devices()` lists, and
+# clip_grad_norm_ asks `_device_has_foreach_support(device)`. On lazy, the foreach path records one
+# node per `_foreach_*` op for all parameters together (an Adam step is a handful of nodes, not a
+# dozen per parameter). So those two deciders answer for lazy tensors as they do for CUDA, and
+# for everything else return exactly what PyTorch's own answer is (the device list itself is left
+# alone: Note [Lazy-only kernels on Functionalize] says why). The modules that imported a decider
+# by name (torch.optim.adam, clip_grad, ...) get the same wrapper; an explicit `foreach=False`
+# still selects the per-tensor loop.
+
+
+def _foreach_deciders():
+    import torch.nn.utils.clip_grad  # noqa: F401 (imports the modules that bind the deciders)
+    import torch.optim  # noqa: F401
+    import torch.optim.optimizer as optimizer
+    import torch.utils._foreach_utils as foreach_utils
+
+    default_to = optimizer._default_to_fused_or_foreach
+    device_has = foreach_utils._device_has_foreach_support
+
+    def _default_to_fused_or_foreach(params, differentiable, use_fused=False):
+        fused, foreach = default_to(params, differentiable, use_fused)
+        if fused or foreach or differentiable or torch.jit.is_scripting():
+            return fused, foreach
+        if not any(isinstance(p, torch.Tensor) and p.device.type == "lazy" for p in params):
+            return fused, foreach
+        devices = foreach_utils._get_foreach_kernels_supported_devices() + ["lazy"]
+        foreach = all(p is None or (type(p) in optimizer._foreach_supported_types
+                                    and p.device.type in devices) for p in params)
+        return fused, foreach
+
+    def _device_has_foreach_support(device):
+        if device.type == "lazy" and not torch.jit.is_scripting():
+            return True
+        return device_has(device)
+
+    return {default_to: _default_to_fused_or_foreach, device_has: _device_has_foreach_support}
 
 
 def _enable_foreach_optimizers():
-    import importlib
+    import sys
 
-    utils = importlib.import_module("torch.utils._foreach_utils")
-    original = utils._get_foreach_kernels_supported_devices
-    if getattr(original, "_lazyfuse_patched", False):
-        return
-
-    @functools.wraps(original)
-    def supported_devices():
-        return [*original(), "lazy"]
-
-    supported_devices._lazyfuse_patched = True
-    for name in _FOREACH_USERS:
-        module = importlib.import_module(name)
-        if getattr(module, "_get_foreach_kernels_supported_devices", None) is original:
-            module._get_foreach_kernels_supported_devices = supported_devices
+    for original, routed in _foreach_deciders().items():
+        if getattr(original, "_lazyfuse_routed", False):
+            continue
+        routed = functools.wraps(original)(routed)
+        routed._lazyfuse_routed = True
+        for name, module in list(sys.modules.items()):
+            if not name.startswith(("torch.optim", "torch.nn.utils", "torch.utils._foreach")):
+                continue
+            attr = original.__name__
+            if getattr(module, attr, None) is original:
+                setattr(module, attr, routed)
 
 
 def _initialize():
