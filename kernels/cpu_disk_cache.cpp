@@ -17,11 +17,13 @@ namespace detail {
 
 namespace {
 
-std::string checksumText(const std::string& bytes) {
+/// The checksum line of an entry: the hash and size of its bytes, and the file name it was
+/// stored under (its cache key), so an entry moved to another key's name is never loaded.
+std::string checksumText(const std::string& bytes, const std::string& path) {
   char text[64];
-  std::snprintf(text, sizeof(text), "fnv1a64 %016" PRIx64 " %zu\n", hashString(bytes),
+  std::snprintf(text, sizeof(text), "fnv1a64 %016" PRIx64 " %zu ", hashString(bytes),
                 bytes.size());
-  return text;
+  return text + path.substr(path.rfind('/') + 1) + "\n";
 }
 
 bool ownedAndPrivate(const struct stat& st) {
@@ -103,7 +105,7 @@ bool writeFile(const std::string& path, const std::string& bytes) {
 bool loadVerified(const std::string& so_path) {
   std::string bytes, checksum;
   return readOwnedFile(so_path, bytes) && readOwnedFile(so_path + ".fnv64", checksum) &&
-         checksum == checksumText(bytes);
+         checksum == checksumText(bytes, so_path);
 }
 
 bool storeVerified(const std::string& tmp_so, const std::string& so_path) {
@@ -115,7 +117,7 @@ bool storeVerified(const std::string& tmp_so, const std::string& so_path) {
   std::string tmp_sum = makeTempFile(parentOf(so_path), leaf + ".fnv64.");
   if (tmp_sum.empty()) return false;
   std::string sum_path = so_path + ".fnv64";
-  if (writeFile(tmp_sum, checksumText(bytes)) && rename(tmp_sum.c_str(), sum_path.c_str()) == 0) {
+  if (writeFile(tmp_sum, checksumText(bytes, so_path)) && rename(tmp_sum.c_str(), sum_path.c_str()) == 0) {
     return true;
   }
   unlink(tmp_sum.c_str());

@@ -5,7 +5,10 @@
 //
 // Note [CPU disk cache]
 // An entry is `<key>.so` and `<key>.so.fnv64`, the FNV-1a 64-bit hash and size of the shared
-// object's bytes. Both are written under a unique temporary name in the same folder and renamed
+// object's bytes and the entry's own file name: a checksum file proves its shared object was
+// stored under this key, so two entries swapped (each with its checksum) or copied to another
+// key's name are rebuilt, never loaded as the kernels of the key they are found under. Both are
+// written under a unique temporary name in the same folder and renamed
 // into place, the checksum after the shared object, so a reader sees whole files only, and a
 // shared object without its matching checksum (a crash, a concurrent writer) is rebuilt, never
 // loaded. A file is trusted only when the user owns it and nobody else may write it. The folder

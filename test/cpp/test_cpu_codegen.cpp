@@ -427,7 +427,15 @@ TEST_F(CpuCodegenTest, DiskCacheStoresVerifiesAndRebuilds) {
   fs::resize_file(truncated, 16);
   fs::path mismatched = copyEntry(so, root_ + "/mismatched");
   std::ofstream(mismatched.string() + ".fnv64") << "fnv1a64 0000000000000000 1\n";
-  for (const std::string& dir : {root_ + "/truncated", root_ + "/mismatched"}) {
+  // An entry renamed to another key (both files, as a swap of two entries leaves them) is
+  // another source's code: rebuilt, never loaded under the key it was found at.
+  const std::string other = sourceNamed("disk_cache_other");
+  CpuCompileResult other_entry = compileCpp(other, {"disk_cache_other"});
+  ASSERT_TRUE(other_entry.module) << other_entry.error;
+  fs::path foreign = copyEntry(other_entry.module->path, root_ + "/swapped");
+  fs::rename(foreign, fs::path(root_ + "/swapped") / so.filename());
+  fs::rename(foreign.string() + ".fnv64", root_ + "/swapped/" + so.filename().string() + ".fnv64");
+  for (const std::string& dir : {root_ + "/truncated", root_ + "/mismatched", root_ + "/swapped"}) {
     useCacheDir(dir);
     CpuCompileResult rebuilt = compileCpp(source, {name});
     ASSERT_TRUE(rebuilt.module) << rebuilt.error;
