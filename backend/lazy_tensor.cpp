@@ -258,8 +258,9 @@ void reportResultGeometry(const c10::OperatorHandle& op, HashValue key,
 void reportGeometryOf(const at::Tensor& like, const at::Tensor& result) {
   auto* impl = dynamic_cast<LazyTensorImpl*>(result.unsafeGetTensorImpl());
   if (!like.defined() || impl == nullptr || impl->sizes() != like.sizes()) return;
-  if (impl->strides() == like.strides() && like.storage_offset() == impl->storage_offset()) return;
-  impl->reportViewGeometry(like.strides(), like.storage_offset());
+  const int64_t offset = storageOffsetOf(like);
+  if (impl->strides() == like.strides() && offset == impl->storage_offset()) return;
+  impl->reportViewGeometry(like.strides(), offset);
 }
 
 static std::atomic<int64_t> next_data_id{1};  // LazyData::id()

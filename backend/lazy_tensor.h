@@ -129,6 +129,13 @@ at::Tensor metaWithGeometry(const LazyTensorImpl& impl);
 /// *_scatter the geometry of the base it writes into. See Note [View geometry].
 void reportGeometryOf(const at::Tensor& like, const at::Tensor& result);
 
+/// The storage offset `t` reports: a FunctionalTensorWrapper's storage_offset() returns a field
+/// set when it was made (PyTorch overrides only its sym_storage_offset), which a view made by
+/// as_strided on another view does not keep; sym_storage_offset() asks the tensor it wraps.
+inline int64_t storageOffsetOf(const at::Tensor& t) {
+  return t.sym_storage_offset().expect_int();
+}
+
 /// A raw (unwrapped) lazy tensor holding a pending value.
 at::Tensor makeLazyTensor(Value value);
 /// A raw lazy tensor holding `buffer`, which lives on the hardware device.

@@ -3,6 +3,7 @@
 #include "backend/detail/stand_ins.h"
 #include "backend/device.h"
 #include "backend/lazy_tensor.h"
+#include "backend/overlapping_writes.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/List.h>
@@ -85,7 +86,7 @@ const c10::StorageImpl* storageOf(const at::Tensor& t) {
 
 /// One past the last element `t` reaches, in elements from the start of its storage.
 int64_t endElement(const at::Tensor& t) {
-  int64_t last = t.storage_offset();
+  int64_t last = storageOffsetOf(t);
   for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
   return last + 1;
 }
@@ -113,7 +114,7 @@ Extents extentsOf(const c10::OperatorHandle& op, const OpTraits& traits,
       const bool written = traits.written[i] != 0;
       if (written && overlapsItself(t)) aliasing.any = aliasing.overlaps_itself = true;
       const int64_t item = static_cast<int64_t>(t.element_size());
-      const int64_t begin = t.storage_offset() * item;
+      const int64_t begin = storageOffsetOf(t) * item;
       int64_t end = t.numel() == 0 ? begin : endElement(t) * item;
       if (written && out) end = std::numeric_limits<int64_t>::max();
       extents.push_back({storageOf(t), t.unsafeGetTensorImpl(), begin, end, i, element, written});
@@ -188,7 +189,7 @@ class SharedStandIns {
         h = hashCombine(h, static_cast<HashValue>(it - seen.begin()));
         if (it == seen.end()) seen.push_back(t.unsafeGetTensorImpl());
         h = hashCombine(h, static_cast<HashValue>(&bufferOf(storageOf(t)) - buffers_.data()));
-        h = hashCombine(h, static_cast<HashValue>(t.storage_offset()));
+        h = hashCombine(h, static_cast<HashValue>(storageOffsetOf(t)));
       });
     }
     return h;
@@ -230,7 +231,7 @@ class SharedStandIns {
     Buffer& buffer = bufferOf(storageOf(t));
     if (!buffer.memory.defined()) buffer.memory = at::zeros({buffer.bytes}, at::kByte);
     return at::empty({0}, options)
-        .set_(buffer.memory.storage(), t.storage_offset(), t.sizes(), t.strides());
+        .set_(buffer.memory.storage(), storageOffsetOf(t), t.sizes(), t.strides());
   }
 
   // Few: vectors keep the order of first use.
@@ -288,17 +289,17 @@ WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& tra
 // Note [Writes into expanded tensors]
 // Eager lets a few in-place ops (fill_, zero_, masked_fill_, with a deprecation warning for the
 // last) write into a tensor whose elements share memory, `x.expand(2, 3).zero_()`: each element
-// of x is written twice, with the same value. Functionalization cannot express that: it hands
-// the written view back to its base through expand's inverse, which sums over the expanded
-// dimensions, so x would get the sum of its writes (and -1 from zero_ on ones). Rather than wrong
-// numbers, such a write raises an error of ours once eager's own overlap checks have passed (or
-// could not run). Pinned by test_write_errors.py::test_write_into_expanded_tensor_raises.
+// of x is written twice, with the same value. Functionalization cannot express that (expand's
+// inverse sums over the expanded dimensions), so such a write runs on memory once eager's own
+// overlap checks have passed (Note [Writes into views that overlap themselves]). Only a write
+// into a tensor list that overlaps itself, which that path does not take, raises an error of
+// ours instead of wrong numbers. Pinned by test_write_errors.py::test_write_into_expanded_*.
 void checkOverlapsLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
                             const torch::jit::Stack& args, const WriteAliasing& aliasing,
                             HashValue key) {
   if (!aliasing.any) return;
   runEagerOverlapChecks(op, traits, args, key);
-  TORCH_CHECK(!aliasing.overlaps_itself, traits.name,
+  TORCH_CHECK(!aliasing.overlaps_itself || writesOverlappingView(traits, args), traits.name,
               ": the lazy device does not support writing into a tensor whose elements share "
               "memory (a view made by expand, or with a zero stride); eager PyTorch deprecates "
               "it. Write into the tensor it was expanded from, or into a clone.");

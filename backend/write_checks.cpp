@@ -5,6 +5,7 @@
 #include "backend/functionalize_kernels.h"
 #include "backend/lax_meta.h"
 #include "backend/lazy_tensor.h"
+#include "backend/overlapping_writes.h"
 #include "backend/recorder.h"
 #include "backend/write_aliasing.h"
 #include "lazy_ir/check.h"
@@ -340,6 +341,9 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (!mixes_devices) {
     checkOverlapsLikeEager(op, traits, args, aliasing, key);  // See Note [Overlapping writes]
     checkLikeEager(op, traits, args, key);
+  }
+  if (writesOverlappingView(traits, args)) {
+    return writeOnMemory(op, traits, stack);  // Note [Writes into views that overlap themselves]
   }
   if (traits.functional_name.empty()) return functionalize.callBoxed(op, keys, stack);
   if (const c10::OperatorHandle* functional = foreachFunctional(op)) {

@@ -372,3 +372,65 @@ def test_clone_does_not_share():
         return c
 
     assert_mutation_same(fn, base())
+
+
+# ---- writes into views whose elements overlap (Note [Writes into views that overlap themselves])
+
+
+def _unfold_set(x):
+    x.unfold(0, 2, 1)[...] = torch.arange(100.0, 100.0 + 2 * (x.numel() - 1),
+                                         device=x.device).view(-1, 2)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        _unfold_set,
+        lambda x: x.unfold(0, 3, 1).add_(1),
+        lambda x: x.unfold(0, 3, 1).mul_(2),
+        lambda x: x.unfold(0, 3, 2).add_(x.unfold(0, 3, 2).clone()),
+        lambda x: x.as_strided((3, 3), (1, 1)).add_(1),
+        lambda x: x.as_strided((3, 3), (1, 1), 2).copy_(torch.ones(3, 3, device=x.device)),
+        lambda x: x[1:].as_strided((2, 4), (2, 1)).clamp_(max=3.0),
+        lambda x: x.unfold(0, 4, 2).fill_(-1.0),
+        lambda x: x.unfold(0, 2, 1).masked_fill_(
+            torch.tensor([True, False], device=x.device), 7.0),
+    ],
+    ids=["unfold_set", "unfold_add_", "unfold_mul_", "unfold_add_self", "as_strided_add_",
+         "as_strided_copy_", "sliced_as_strided_clamp_", "unfold_fill_", "unfold_masked_fill_"],
+)
+def test_write_into_overlapping_view_like_eager(write):
+    def fn(x):
+        view = x[2:5]  # another view of the base sees the write
+        write(x)
+        return view * 1
+
+    assert_mutation_same(fn, torch.arange(9.0))
+
+
+def test_write_into_overlapping_view_in_a_traced_step():
+    """The write syncs what it reads; what comes before and after stays lazy and right."""
+    def step(x, w):
+        y = (x * 2 + w).relu()
+        y.unfold(0, 3, 1).add_(w[:3])
+        return (y.sum(), y[1:4] * w[1:4])
+
+    x, w = torch.arange(-4.0, 5.0), torch.linspace(0, 1, 9)
+    for _ in range(2):
+        assert_mutation_same(step, x, w)
+
+
+def test_write_into_overlapping_view_under_autograd_and_no_grad():
+    x_cpu = torch.arange(6.0, requires_grad=True)
+    x_lazy = torch.arange(6.0, device="lazy", requires_grad=True)
+    outs = []
+    for x in (x_cpu, x_lazy):
+        y = x * 1
+        y.unfold(0, 2, 1).add_(1)
+        (y * y).sum().backward()
+        with torch.no_grad():
+            z = x.detach().clone()
+            z.unfold(0, 3, 1).mul_(2)
+        outs.append((y.detach().cpu(), x.grad.cpu(), z.cpu()))
+    for got, want in zip(outs[1], outs[0]):
+        torch.testing.assert_close(got, want)

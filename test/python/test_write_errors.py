@@ -268,19 +268,36 @@ def test_random_out_into_int_allowed():
     lambda v: v.fill_(2.0),
     lambda v: v.masked_fill_(torch.tensor([True, False, True], device=v.device), 1.0),
 ], ids=["zero_", "fill_", "masked_fill_"])
-def test_write_into_expanded_tensor_raises(write):
-    """Eager writes each shared element once per view element; functionalization would sum the
-    writes back into the base, so the lazy device refuses instead of giving wrong numbers (Note
-    [Writes into expanded tensors]). The base is left as it was."""
-    x = torch.ones(1, 3).to("lazy")
-    with pytest.raises(RuntimeError, match="does not support writing into a tensor whose elements"):
-        write(x.expand(2, 3))
-    torch.testing.assert_close(x.cpu(), torch.ones(1, 3))
-    write(x)  # the tensor itself takes the write
-    expected = torch.ones(1, 3)
-    write(expected)
-    torch.testing.assert_close(x.cpu(), expected)
+def test_write_into_expanded_tensor_like_eager(write):
+    """Eager lets these ops write each shared element once per view element (masked_fill_ with a
+    warning); the lazy device writes on memory as eager does (Note [Writes into expanded
+    tensors]), with eager's warnings."""
+    results = {}
+    for device in ("cpu", "lazy"):
+        x = torch.ones(1, 3).to(device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            write(x.expand(2, 3))
+        results[device] = (x.cpu(), sorted(str(w.message) for w in caught))
+    torch.testing.assert_close(results["lazy"][0], results["cpu"][0])
+    assert results["lazy"][1] == results["cpu"][1]
 
+
+@pytest.mark.parametrize("write", [
+    lambda v: v.add_(1),
+    lambda v: v.mul_(torch.ones(2, 3, device=v.device)),
+    lambda v: v.exp_(),
+], ids=["add_", "mul_", "exp_"])
+def test_write_into_expanded_tensor_refused_like_eager(write):
+    """Most ops refuse to write into a tensor whose elements share memory: eager's error, and the
+    base is left as it was."""
+    with pytest.raises(RuntimeError) as eager:
+        write(torch.ones(1, 3).expand(2, 3))
+    x = torch.ones(1, 3).to("lazy")
+    with pytest.raises(RuntimeError) as lazy:
+        write(x.expand(2, 3))
+    assert str(lazy.value) == str(eager.value)
+    torch.testing.assert_close(x.cpu(), torch.ones(1, 3))
 
 
 def test_write_into_empty_tensor_with_zero_stride_works():

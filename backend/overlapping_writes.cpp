@@ -1,0 +1,144 @@
+#include "backend/overlapping_writes.h"
+
+#include "backend/detail/stand_ins.h"
+#include "backend/device.h"
+#include "backend/graph_executor.h"
+#include "backend/lazy_tensor.h"
+#include "lazy_ir/check.h"
+
+#include <ATen/FunctionalStorageImpl.h>
+#include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+namespace lazyfuse {
+namespace {
+
+namespace F = at::functionalization::impl;
+
+bool isFunctionalLazy(const at::Tensor& t) {
+  return t.defined() && isLazy(t) && F::isFunctionalTensor(t) &&
+         t.unsafeGetTensorImpl()->has_storage();
+}
+
+const c10::StorageImpl* storageOf(const at::Tensor& t) {
+  return t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+}
+
+/// One past the last element `t` reaches, from the start of its storage.
+int64_t endElement(const at::Tensor& t) {
+  if (t.numel() == 0) return storageOffsetOf(t);
+  int64_t last = storageOffsetOf(t);
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return last + 1;
+}
+
+/// The written tensor the call's write goes through on memory; undefined when the call is not
+/// one for writeOnMemory: every written argument a single functional lazy tensor of one storage,
+/// one of them overlapping itself, and every return one of them.
+at::Tensor overlappingWritten(const OpTraits& traits, const torch::jit::Stack& args) {
+  at::Tensor overlapping;
+  const c10::StorageImpl* storage = nullptr;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!traits.written[i]) continue;
+    if (!args[i].isTensor() || !isFunctionalLazy(args[i].toTensor())) return at::Tensor();
+    const at::Tensor& t = args[i].toTensor();
+    if (storage != nullptr && storageOf(t) != storage) return at::Tensor();
+    storage = storageOf(t);
+    if (!overlapping.defined() && mayOverlapItself(t)) overlapping = t;
+  }
+  for (int arg : traits.returns_arg) {
+    if (arg < 0) return at::Tensor();
+  }
+  return overlapping;
+}
+
+}  // namespace
+
+bool mayOverlapItself(const at::Tensor& t) {
+  if (t.numel() <= 1) return false;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size) of dims with size > 1
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) == 1) continue;
+    if (t.stride(d) == 0) return true;
+    dims.emplace_back(std::abs(t.stride(d)), t.size(d));
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // the largest offset the smaller dims step to
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return true;
+    reach += stride * (size - 1);
+  }
+  return false;
+}
+
+bool writesOverlappingView(const OpTraits& traits, const torch::jit::Stack& args) {
+  return overlappingWritten(traits, args).defined();
+}
+
+void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
+                   torch::jit::Stack* stack) {
+  const size_t num_args = traits.written.size();
+  torch::jit::Stack args(stack->end() - num_args, stack->end());
+  const at::Tensor written = overlappingWritten(traits, args);
+  LF_INTERNAL_ASSERT(written.defined(), traits.name, ": no write into an overlapping view");
+
+  // The storage's current value: its base, with every pending update applied.
+  F::sync(written);
+  // A FunctionalTensorWrapper's storage is the FunctionalStorageImpl its aliases share.
+  auto* storage = static_cast<at::functionalization::FunctionalStorageImpl*>(
+      written.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl());
+  storage->apply_updates();
+  const at::Tensor base = storage->base();
+  const c10::StorageImpl* storage_key = storageOf(written);
+  auto in_storage = [&](const at::Tensor& t) {
+    return isFunctionalLazy(t) && storageOf(t) == storage_key;
+  };
+
+  // The other lazy tensors' values first (syncing them may run graphs), then the storage laid
+  // out as eager lays it out.
+  torch::jit::Stack call;
+  int64_t span = endElement(base);
+  for (const c10::IValue& v : args) {
+    call.push_back(standInArg(v, hardwareDevice(), [&](const at::Tensor& t) {
+      if (!t.defined() || !isLazy(t)) return t;
+      if (in_storage(t)) {
+        span = std::max(span, endElement(t));
+        return t;  // replaced by a view into the memory below
+      }
+      return materialize(t);
+    }));
+  }
+  const at::Tensor base_value = materialize(base);
+  at::AutoDispatchSkipFunctionalize skip_functionalize;
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  const auto options = at::TensorOptions().dtype(base.scalar_type()).device(hardwareDevice());
+  at::Tensor memory = at::empty({span}, options);
+  memory.as_strided(base.sizes(), base.strides(), storageOffsetOf(base)).copy_(base_value);
+  for (c10::IValue& v : call) {
+    v = standInArg(v, hardwareDevice(), [&](const at::Tensor& t) {
+      if (!in_storage(t)) return t;
+      return memory.as_strided(t.sizes(), t.strides(), storageOffsetOf(t));
+    });
+  }
+
+  op.callBoxed(call);  // eager's kernel: its errors, its warnings, its order of writes
+
+  at::Tensor new_value = at::empty_strided(base.sizes(), base.strides(), options);
+  new_value.copy_(memory.as_strided(base.sizes(), base.strides(), storageOffsetOf(base)));
+  storage->add_update(makeMaterializedTensor(std::move(new_value)), {});
+  F::unsafeGetFunctionalWrapper(written)->mark_mutation();
+  F::sync(written);  // regenerated from the new base, as every other view is when next used
+
+  torch::jit::drop(*stack, num_args);
+  for (int arg : traits.returns_arg) stack->push_back(args.at(static_cast<size_t>(arg)));
+}
+
+}  // namespace lazyfuse
+

@@ -1,0 +1,41 @@
+#pragma once
+
+// Note [Writes into views that overlap themselves]
+// A view whose elements share memory (x.unfold(0, 3, 1), x.as_strided((3, 3), (1, 1)),
+// x.expand(2, 3)) makes an in-place write a sequence of memory writes in eager: each element of
+// the view is read, computed and written in turn, so `x.unfold(0, 3, 1).add_(1)` adds 1 to x[k]
+// once per window holding it, and `x.unfold(0, 2, 1)[...] = v` leaves the last write of each
+// element. Functionalization cannot express that: it computes the view's new values from its
+// old ones and hands them back to the base through the view's inverse (unfold's sums
+// overlapping windows, expand's sums expanded elements), which gives other numbers. So a write
+// into a lazy view that may overlap itself is done as eager does it, on memory: the sync that
+// makes its base's value, the base laid out in a buffer of the hardware device as eager lays it
+// out in its storage, the op run by ATen on strided views into that buffer (every tensor of the
+// call in the same storage is one), and the buffer's new contents made the base's new value,
+// from which every view of it is regenerated. Eager's errors and warnings come from its own
+// kernel (it refuses most writes into a zero stride, allows fill_, zero_, masked_fill_ with a
+// warning). Such a write is a sync point, like an op whose result depends on data. Pinned by
+// test_views_mutation.py::test_write_into_overlapping_view_*.
+
+#include "backend/op_traits.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace lazyfuse {
+
+/// Whether two elements of `t` may share memory: a zero stride over more than one element, or
+/// strides (sorted) that do not step over the extent of the smaller ones.
+bool mayOverlapItself(const at::Tensor& t);
+
+/// Whether a call writes a functional lazy tensor that may overlap itself (and writes no tensor
+/// list: those keep the error of Note [Writes into expanded tensors]).
+bool writesOverlappingView(const OpTraits& traits, const torch::jit::Stack& args);
+
+/// Runs the call (its arguments at the end of `stack`) on memory as Note [Writes into views that
+/// overlap themselves] says, leaving its results on `stack`.
+void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
+                   torch::jit::Stack* stack);
+
+}  // namespace lazyfuse
