@@ -87,6 +87,8 @@ PlanEntry planFor(const Graph& graph) {
       return {fused, replaced.replay};
     }
   }
+  // Before compiling: a lowering that fails names this graph, and the dump shows it.
+  if (dumpRequested("ir")) writeDump(graph, "graph", ".txt", printText(graph));
   std::shared_ptr<const CompiledPlan> plan;
   {
     ScopedTimer timer(metrics::compile_time);
@@ -96,7 +98,6 @@ PlanEntry planFor(const Graph& graph) {
   LF_LOG_DEBUG("new graph 0x", std::hex, graph.hash(), std::dec, ": ", graph.nodes().size(),
                " nodes, ", plan->plan.steps.size(), " steps, ", plan->plan.kernels.size(),
                " kernels");
-  if (dumpRequested("ir")) writeDump(graph, "graph", ".txt", printText(graph));
   std::lock_guard<std::mutex> lock(cache.mutex);
   auto [entry, added] = cache.plans.emplace(graph.hash(), CachedPlan{plan, 1});
   return {entry->second.plan, entry->second.replay};

@@ -23,6 +23,7 @@
 #include "lowering/lowerings.h"
 #include "lazy_ir/check.h"
 
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -104,9 +105,17 @@ class Partitioner {
 
   void run(ExecutionPlan& plan) {
     lowerNodes();
-    markRealized();
-    group();
-    emitKernels(graph_, p_, plan);
+    try {
+      markRealized();
+      group();
+      emitKernels(graph_, p_, plan);
+    } catch (const c10::Error& e) {
+      // The lowerings' closures run here; an error of ours in them names the graph. See Note
+      // [Loud lowering errors].
+      LF_INTERNAL_ASSERT(false, "generating the kernels of graph 0x", std::hex, graph_.hash(),
+                         std::dec, " failed (LAZYFUSE_DUMP=ir writes the graph, "
+                         "LAZYFUSE_FUSION=0 runs it without fusion): ", e.what_without_backtrace());
+    }
   }
 
  private:
@@ -153,8 +162,16 @@ class Partitioner {
     bool ok = false;
     try {
       ok = lowerCall(call) && call.outputs.size() == node.numOutputs();
-    } catch (const c10::Error&) {
-      ok = false;  // an argument form the lowering does not know: run the ATen kernel instead
+    } catch (const c10::Error& e) {
+      // An argument form the lowering does not know (an IValue of another type than it reads):
+      // the node runs its ATen kernel instead. An assertion of ours is a bug: the sync fails.
+      // See Note [Loud lowering errors].
+      LF_INTERNAL_ASSERT(std::string_view(e.what()).find(kInternalErrorPrefix) ==
+                             std::string_view::npos,
+                         "lowering ", node.opName(), " (node %", pos, ") of graph 0x", std::hex,
+                         graph_.hash(), std::dec, " failed (LAZYFUSE_DUMP=ir writes the graph, "
+                         "LAZYFUSE_FUSION=0 runs it without fusion): ", e.what_without_backtrace());
+      ok = false;
     }
     if (!ok) p_.loops.nodes.resize(before);  // drop what a declined lowering had made
     p_.ref_of.resize(p_.loops.nodes.size());

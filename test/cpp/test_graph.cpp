@@ -204,5 +204,27 @@ TEST(ExternRunnerTest, MatchesEager) {
   EXPECT_TRUE(at::allclose(a + 0, a));
 }
 
+// Note [Loud lowering errors]: an assertion of ours inside a lowering fails the lowering with the
+// op and the graph named; it is never taken for a decline that runs the ATen kernel instead.
+TEST(GraphTest, InternalErrorInALoweringFailsLoudly) {
+  Value a = deviceData(at::randn({2, 3}));
+  TensorMeta wrong = a.meta();
+  wrong.sizes = {6};  // an output of lower rank than its inputs: no broadcast gives it
+  wrong.strides = {1};
+  Graph graph = Graph::fromRoots(
+      {Value{Node::aten(addAttrs(wrong), {a, a}, {c10::IValue(1.0)}), 0}});
+  try {
+    lowerGraph(graph, /*fuse=*/true);
+    FAIL() << "lowering a node with inconsistent metadata did not fail";
+  } catch (const c10::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("of graph 0x"), std::string::npos) << message;
+    EXPECT_NE(message.find("broadcast of rank 2 to 1"), std::string::npos) << message;
+    EXPECT_NE(message.find("LAZYFUSE_DUMP=ir"), std::string::npos) << message;
+  }
+  // Without fusion nothing is lowered: the node is an ATen call.
+  EXPECT_NO_THROW(lowerGraph(graph, /*fuse=*/false));
+}
+
 }  // namespace
 }  // namespace lazyfuse
