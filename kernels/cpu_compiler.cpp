@@ -110,30 +110,22 @@ const Compiler* findCompiler() {
   return found;
 }
 
-/// The libmvec functions the prelude may declare `omp declare simd` (Note [CPU prelude]):
-/// 2 with glibc >= 2.35 on x86-64, 1 with glibc >= 2.22, else 0.
-int libmvecLevel() {
-#if defined(__GLIBC__) && defined(__x86_64__)
-  int major = 0, minor = 0;
-  if (std::sscanf(gnu_get_libc_version(), "%d.%d", &major, &minor) != 2) return 0;
-  if (major > 2 || (major == 2 && minor >= 35)) return 2;
-  return major == 2 && minor >= 22 ? 1 : 0;
-#else
-  return 0;
-#endif
-}
-
 // Note [CPU compile flags]
 // Not -ffast-math: NaN, infinities and signed zeros must behave as in eager. -ffp-contract=off
 // because eager rounds after every op and a fused multiply-add would not. -fwrapv makes signed
 // overflow wrap, as eager's integer ops do; -fno-math-errno lets calls to sqrt and libmvec be
-// vectorized; -fopenmp-simd honours `omp simd` without an OpenMP runtime.
+// vectorized; -fopenmp-simd honours `omp simd` without an OpenMP runtime. -fno-builtin-sin/cos:
+// GCC merges sin and cos of one value into one call of scalar sincosf, which has no vector form
+// it can call, and the whole loop then runs one element at a time (rotary embeddings compute
+// exactly that); as plain functions, each goes to its libmvec variant (Note [CPU prelude]).
+// Pinned by test_cpu_codegen.cpp's SinAndCosOfOneValueStayVectorized.
 const std::vector<std::string>& compileFlags() {
   static const std::vector<std::string> flags = [] {
     std::vector<std::string> f;
     for (const char* flag :
          {"-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno", "-fwrapv",
-          "-fno-semantic-interposition", "-ffp-contract=off"}) {
+          "-fno-semantic-interposition", "-ffp-contract=off", "-fno-builtin-sin",
+          "-fno-builtin-sinf", "-fno-builtin-cos", "-fno-builtin-cosf"}) {
       f.push_back(flag);
     }
     f.push_back("-DLF_MVEC=" + std::to_string(libmvecLevel()));
@@ -245,6 +237,17 @@ LoadedModules& loadedModules() {
 }
 
 }  // namespace
+
+int libmvecLevel() {
+#if defined(__GLIBC__) && defined(__x86_64__)
+  int major = 0, minor = 0;
+  if (std::sscanf(gnu_get_libc_version(), "%d.%d", &major, &minor) != 2) return 0;
+  if (major > 2 || (major == 2 && minor >= 35)) return 2;
+  return major == 2 && minor >= 22 ? 1 : 0;
+#else
+  return 0;
+#endif
+}
 
 bool cpuCompilerAvailable() {
   return findCompiler() != nullptr;

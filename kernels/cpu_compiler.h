@@ -28,6 +28,9 @@ struct CpuCompileResult {
 
 /// True when a C++ compiler was found ($LAZYFUSE_CXX, else $CXX, else c++/g++ on PATH).
 bool cpuCompilerAvailable();
+/// The libmvec functions the prelude may declare `omp declare simd` (Note [CPU prelude]):
+/// 2 with glibc >= 2.35 on x86-64, 1 with glibc >= 2.22, else 0.
+int libmvecLevel();
 
 /// The shared object for `source` from the disk cache, or compiled and stored there, with
 /// `names` resolved. Never throws for a compile failure: `module` is null and `error` says why.

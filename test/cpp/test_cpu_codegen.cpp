@@ -259,6 +259,39 @@ TEST_F(CpuCodegenTest, FloatSemanticsMatchEager) {
   EXPECT_EQ(lt, (std::vector<uint8_t>{1, 0, 1, 1, 1, 0}));
 }
 
+/// Whether the bytes of the shared object at `path` name `symbol` (an import, for instance).
+bool namesSymbol(const std::string& path, const std::string& symbol) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return bytes.find(std::string(1, '\0') + symbol + std::string(1, '\0')) != std::string::npos;
+}
+
+// sin and cos of one value, as rotary embeddings compute them: without -fno-builtin-sin/cos GCC
+// merges the two into scalar sincosf and the loop is not vectorized (Note [CPU compile flags]).
+TEST_F(CpuCodegenTest, SinAndCosOfOneValueStayVectorized) {
+  Builder b("sin_cos_rotary", {1000});
+  int32_t in = b.buffer(ScalarType::Float, false), out = b.buffer(ScalarType::Float, true);
+  int32_t x = b.load(in, ScalarType::Float, v(0));
+  int32_t s = b.fn("mul", ScalarType::Float,
+                   {b.fn("sin", ScalarType::Float, {x}), b.constant(ScalarType::Float, 0.5)});
+  b.store(b.fn("add", ScalarType::Float, {s, b.fn("cos", ScalarType::Float, {x})}), out, v(0));
+  CpuCompileResult result = compileCpp(renderCpp({&b.k}), {b.k.name});
+  ASSERT_TRUE(result.module) << result.error;
+  EXPECT_FALSE(namesSymbol(result.module->path, "sincosf")) << result.module->path;
+  if (libmvecLevel() > 0) {
+    EXPECT_TRUE(namesSymbol(result.module->path, "_ZGVdN8v_sinf") ||
+                namesSymbol(result.module->path, "_ZGVbN4v_sinf"))
+        << "no vector sinf in " << result.module->path;
+  }
+  std::vector<float> xs(1000), ys(1000);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = -20.f + 0.04f * static_cast<float>(i);
+  void* buffers[] = {xs.data(), ys.data()};
+  result.module->functions.at(0)(0, 1000, buffers, nullptr, nullptr);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_NEAR(ys[i], 0.5f * std::sin(xs[i]) + std::cos(xs[i]), 1e-5f) << xs[i];
+  }
+}
+
 TEST_F(CpuCodegenTest, SumMaxArgmaxOverA2dDomain) {
   // x is [2, 3, 4]; the domain is [2, 3] and each point reduces its row of 4.
   Builder b("row_reduce", {2, 3});
