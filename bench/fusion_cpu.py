@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""W1, W3 and W4 of BENCHMARKS.md on the CPU: lazyfuse's fused kernels next to eager PyTorch on
-the CPU, in one run, with a plain copy of the same bytes as the bandwidth reference.
+"""W1, W3 and W4 of docs/benchmarks.md on the CPU: lazyfuse's fused kernels next to eager PyTorch
+on the CPU, in one run, with a plain copy of the same bytes as the bandwidth reference.
 
   W1  pointwise chains (10 ops over 2-3 inputs: add/mul/sub/div/exp/tanh), float32 and bfloat16
   W3  bias + dropout(p=0, so both sides compute the same) + residual + LayerNorm, fwd + bwd

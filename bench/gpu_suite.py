@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""W1-W6 of BENCHMARKS.md on a GPU: lazyfuse next to eager CUDA and torch.compile, in one run.
+"""W1-W6 of docs/benchmarks.md on a GPU: lazyfuse next to eager CUDA and torch.compile, in one run.
 
   W1  pointwise chains (10 ops over 3 inputs), 100^2 / 1000^2 / 10000^2, float32 and bfloat16,
       with a plain device copy of the same bytes as the bandwidth reference

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""W0 of BENCHMARKS.md: host cost per recorded op, lazyfuse next to eager, in one run.
+"""W0 of docs/benchmarks.md: host cost per recorded op, lazyfuse next to eager, in one run.
 
 For chains of 10/100/1000 tiny ops (alternating `x + 1.0` and `x * 0.5`) on 1-element and
 1000-element tensors, measures in steady state (graph cache hot):

@@ -101,7 +101,7 @@ std::string cuErrorText(const CudaDriverApi& api, CuResult result);
 }  // namespace lazyfuse
 
 /// Checks a driver call; a failure is a user-visible error (a launch on a broken device, out of
-/// resources), raised as a c10::Error with the driver's message. See STYLE.md rule 6.
+/// resources), raised as a c10::Error with the driver's message (Note [Two kinds of error]).
 #define LF_CU_CHECK(api, call)                                                            \
   do {                                                                                     \
     ::lazyfuse::CuResult lf_cu_result = (api).call;                                        \
