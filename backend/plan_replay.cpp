@@ -136,7 +136,11 @@ bool sameParams(const std::vector<c10::IValue>& now, const std::vector<c10::IVal
 bool eligible(const CompiledPlan& plan, const Graph& graph) {
   if (!plan.cuda_target || plan.plan.steps.empty()) return false;
   for (const NodePtr& node : graph.nodes()) {
-    if (node->kind() == OpKind::kAten && classifyOp(node->opName()) == OpClass::kRandom) {
+    // A random op (by name, and any op PyTorch tags as drawing from a generator: binomial,
+    // rrelu_with_noise, _sample_dirichlet, ...) is never captured.
+    if (node->kind() != OpKind::kAten) continue;
+    if (classifyOp(node->opName()) == OpClass::kRandom ||
+        node->aten().op.hasTag(at::Tag::nondeterministic_seeded)) {
       return false;
     }
   }

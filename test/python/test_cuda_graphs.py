@@ -213,12 +213,16 @@ def test_an_alias_of_donated_state_follows_it_as_in_eager():
     assert counter("CudaGraphMismatches") == 0
 
 
-def test_graphs_with_random_ops_are_not_captured():
+@pytest.mark.parametrize("random_op", [
+    lambda x: torch.nn.functional.dropout(x, 0.5),
+    lambda x: torch.nn.functional.rrelu(x, training=True),  # rrelu_with_noise: tagged only
+], ids=["dropout", "rrelu"])
+def test_graphs_with_random_ops_are_not_captured(random_op):
     torch.manual_seed(0)
     x = base((64, 64), seed=0).to("lazy")
     lazyfuse.sync(x)
     for _ in range(6):
-        y = torch.nn.functional.dropout(x, 0.5) + 1
+        y = random_op(x) + 1
         lazyfuse.sync(y)
     assert counter("CudaGraphsCaptured") == 0
 
