@@ -222,8 +222,12 @@ std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
   module->module = compiled.module;
   size_t next = 0;
   auto take = [&](const std::string& name) {
+    // The compiled function has the emulated kernel's signature, not CpuKernelFn's; the cast
+    // goes through void(*)() as function pointer casts between unrelated types must.
+    using Untyped = void (*)();
     return name.empty() ? nullptr
-                        : reinterpret_cast<CudaEmulatedFn>(compiled.module->functions.at(next++));
+                        : reinterpret_cast<CudaEmulatedFn>(
+                              reinterpret_cast<Untyped>(compiled.module->functions.at(next++)));
   };
   for (size_t i = 0; i < kernels.size(); ++i) {
     const CudaLaunchShape& shape = rendered.kernels[i];

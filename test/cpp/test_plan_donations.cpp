@@ -111,7 +111,9 @@ TEST(PlanDonationsTest, NoDeviceDataDonationBeforeAnExternCall) {
     if (step.kind == StepKind::kExternCall) after_extern = true;
     if (step.kind != StepKind::kFusedKernel) continue;
     const FusedKernel& k = c.plan.kernels.at(step.kernel);
-    if (!after_extern) EXPECT_TRUE(donations(k).empty());
+    if (!after_extern) {
+      EXPECT_TRUE(donations(k).empty());
+    }
     if (after_extern) donated += static_cast<int>(donations(k).size());
   }
   EXPECT_EQ(donated, 1);
@@ -140,7 +142,9 @@ TEST(PlanDonationsTest, KernelsWithReductionsTakeNothing) {
   Case c = record(rowsInputs(), softmaxComposite);
   int donated = 0;
   for (const FusedKernel* k : kernelSteps(c.plan)) {
-    if (!k->kernel.reductions.empty()) EXPECT_TRUE(donations(*k).empty());
+    if (!k->kernel.reductions.empty()) {
+      EXPECT_TRUE(donations(*k).empty());
+    }
     donated += static_cast<int>(donations(*k).size());
   }
   // The last kernel, without reductions, reads x a last time at the index it writes.
