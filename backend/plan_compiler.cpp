@@ -267,7 +267,7 @@ static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool r
     error = compileKernels(graph, *unbatched, hardwareDevice());
     if (error.empty()) return unbatched;
   }
-  // Never a wrong result: the graph runs node by node instead. See Note [Kernel IR].
+  // Never a wrong result: the graph runs node by node instead. See Note [When graphs are fused].
   LF_LOG_WARN("fused kernels of graph 0x", std::hex, graph.hash(), std::dec,
               " failed to compile; running it node by node: ", error);
   metrics::fusion_fallbacks.add();
@@ -288,7 +288,7 @@ void writeDump(const Graph& graph, const char* what, const char* ext, const std:
     std::filesystem::create_directories(dir, ignored);
   }
   std::ostringstream path;
-  path << (dir ? dir : ".") << "/lazyfuse-" << what << "-" << std::hex << std::setw(16)
+  path << (dir != nullptr && *dir != '\0' ? dir : ".") << "/lazyfuse-" << what << "-" << std::hex << std::setw(16)
        << std::setfill('0') << graph.hash() << ext;
   std::ofstream out(path.str());
   if (!out) {

@@ -1,8 +1,8 @@
 #pragma once
 
 // Note [Kernel IR]
-// A Kernel is one fused loop nest, the unit every target renders (C++ for the CPU here, CUDA C++
-// later). It iterates over `domain`, an N-d index space whose variables are v0..v{N-1}; each
+// A Kernel is one fused loop nest, the unit every target renders (C++ for the CPU, CUDA C++ for
+// a GPU). It iterates over `domain`, an N-d index space whose variables are v0..v{N-1}; each
 // point runs the outer-scope instructions in order and then the stores. A kReduce instruction
 // is a loop over its reduction's own index space (variables r0..r{M-1}) inside the point; the
 // instructions of that reduction's scope run once per reduced element and are emitted inside
