@@ -19,6 +19,7 @@ import torch
 
 from . import _library
 from . import _torch_lazy
+from . import _unsupported
 from . import device as _device_module
 from ._library import library_path
 from ._metrics import metrics, metrics_report, reset_metrics
@@ -275,6 +276,7 @@ def _initialize():
     _patch_module_apply()
     _enable_foreach_optimizers()
     _torch_lazy.install()
+    _unsupported.install()
 
 
 def _torch_is_initializing():

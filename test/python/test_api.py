@@ -300,3 +300,27 @@ def test_lazy_device_objects():
     assert x.device == torch.device("lazy", 0)
     assert torch.ones(2, device="lazy:0").device == x.device
     assert torch.ones(2, device=torch.device("lazy")).device.type == "lazy"
+
+
+# ---- transforms lazy tensors cannot go through (Note [Transforms lazy tensors cannot go through])
+
+
+def test_transforms_refuse_lazy_tensors_clearly():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(a):
+        b = a.clone()
+        b.add_(1)
+        return b * 2
+
+    x = torch.arange(4.0, device="lazy")
+    for call, what in [(lambda: torch.func.functionalize(f)(x), "torch.func.functionalize"),
+                       (lambda: torch._to_functional_tensor(x), "torch._to_functional_tensor"),
+                       (lambda: make_fx(f)(x), "make_fx")]:
+        with pytest.raises(RuntimeError, match=what) as err:
+            call()
+        assert "lazy" in str(err.value) and "INTERNAL ASSERT" not in str(err.value)
+    # The process keeps working, and the same transforms of CPU tensors are PyTorch's.
+    torch.testing.assert_close(f(x).cpu(), f(torch.arange(4.0)))
+    torch.testing.assert_close(torch.func.functionalize(f)(torch.arange(4.0)), f(torch.arange(4.0)))
+    assert "clone" in make_fx(f)(torch.arange(4.0)).code
