@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -39,9 +41,24 @@ int64_t endElement(const at::Tensor& t) {
   return last + 1;
 }
 
+/// Whether `t` is a view made through a view op whose functionalization inverse does not put the
+/// view's elements back where they came from (Note [Writes into views that overlap themselves]).
+bool madeThroughUnscatterableView(const at::Tensor& t) {
+  for (const auto& meta : F::unsafeGetFunctionalWrapper(t)->view_metas()) {
+    if (meta->is_as_strided) return true;
+    // PyTorch generates one ViewMeta class per view op, named after it.
+    const std::string_view name = typeid(*meta).name();
+    for (const char* op : {"unfold_ViewMeta", "expand_ViewMeta"}) {
+      if (name.find(op) != std::string_view::npos) return true;
+    }
+  }
+  return false;
+}
+
 /// The written tensor the call's write goes through on memory; undefined when the call is not
 /// one for writeOnMemory: every written argument a single functional lazy tensor of one storage,
-/// one of them overlapping itself, and every return one of them.
+/// one of them overlapping itself or made through a view writeOnMemory must take, and every
+/// return one of them.
 at::Tensor overlappingWritten(const OpTraits& traits, const torch::jit::Stack& args) {
   at::Tensor overlapping;
   const c10::StorageImpl* storage = nullptr;
@@ -51,7 +68,9 @@ at::Tensor overlappingWritten(const OpTraits& traits, const torch::jit::Stack& a
     const at::Tensor& t = args[i].toTensor();
     if (storage != nullptr && storageOf(t) != storage) return at::Tensor();
     storage = storageOf(t);
-    if (!overlapping.defined() && mayOverlapItself(t)) overlapping = t;
+    if (!overlapping.defined() && (mayOverlapItself(t) || madeThroughUnscatterableView(t))) {
+      overlapping = t;
+    }
   }
   for (int arg : traits.returns_arg) {
     if (arg < 0) return at::Tensor();

@@ -434,3 +434,40 @@ def test_write_into_overlapping_view_under_autograd_and_no_grad():
         outs.append((y.detach().cpu(), x.grad.cpu(), z.cpu()))
     for got, want in zip(outs[1], outs[0]):
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda x: x.unfold(0, 2, 2).add_(10),  # the window step leaves x[-1] out
+        lambda x: x.unfold(0, 3, 2).narrow(0, 0, 0).zero_(),  # an empty part of an unfold
+        lambda x: x.unfold(0, 2, 1)[:, 0].relu_(),  # elements that do not overlap
+        lambda x: x.as_strided((2, 2, 2), (1, 1, 2), 0)[0, :, 1].fill_(-1),
+        lambda x: x.as_strided((3,), (0,), 1).__setitem__(2, 5.0),
+        lambda x: x.view(5, 1).t().flatten().as_strided((2,), (2,), 1).add_(1),
+        lambda x: x[None].expand(2, 5)[0].mul_(3),
+    ],
+    ids=["unfold_leaving_out", "unfold_empty_part", "unfold_column", "as_strided_part",
+         "zero_stride_element", "as_strided_of_a_view", "expand_row"],
+)
+def test_write_through_unfold_expand_or_as_strided_like_eager(write):
+    """Their inverses do not put a view's elements back where they came from, so every write
+    through them runs on memory (Note [Writes into views that overlap themselves])."""
+    assert_mutation_same(write, torch.tensor([1.0, -2.0, -3.0, 4.0, -5.0]))
+
+
+def test_write_through_unfold_of_a_permuted_view_keeps_eagers_strides():
+    results = []
+    for device in ("cpu", "lazy"):
+        u = torch.zeros(3, 4, device=device).t().unfold(1, 3, 3)
+        u.add_(1)
+        results.append((u.stride(), u.cpu()))
+    assert results[1][0] == results[0][0]
+    torch.testing.assert_close(results[1][1], results[0][1])
+
+
+def test_fill_through_an_expand_of_a_bool_tensor():
+    def fill(x):
+        x.expand(-1).fill_(False)
+
+    assert_mutation_same(fill, torch.tensor([True, False, True]))
