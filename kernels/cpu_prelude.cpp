@@ -42,6 +42,9 @@ std::string floatLiteral(double value) {
 // each version; powf through libmvec costs some 10 ns an element). Every integer result is cast
 // back to its type, and the code is built with -fwrapv, so integer arithmetic wraps as eager's
 // does.
+// maximum and minimum choose with lf_select, which picks a float's bits with a mask instead of
+// branching: GCC 12 does not if-convert a loop that has both a branch and a libmvec call, so a
+// clamp after an exp left the whole loop scalar (Note [CPU compile flags] has the other case).
 // lf_max and lf_min are the OpenMP reductions a vectorized floating max/min loop combines its
 // lanes with: they keep a NaN, as the fold itself does, where OpenMP's max would drop it.
 // Bool buffers are bytes read with `!= 0`; Half is _Float16; BFloat16 is its 16 bits, loaded by
@@ -124,8 +127,20 @@ LF_BOOL1(logical_not, !(a != 0)) LF_BOOL1(isnan, a != a) LF_BOOL1(isinf, false)
 static inline bool lf_isinf(float a) { return __builtin_isinf(a); }
 static inline bool lf_isinf(double a) { return __builtin_isinf(a); }
 LF_ANY2(add, a + b) LF_ANY2(sub, a - b) LF_ANY2(mul, a * b) LF_ANY2(div, a / b)
-LF_ANY2(maximum, a != a ? a : (b != b ? b : (a < b ? b : a)))
-LF_ANY2(minimum, a != a ? a : (b != b ? b : (b < a ? b : a)))
+template <class T> static inline T lf_select(bool c, T x, T y) { return c ? x : y; }
+#define LF_SELECT_BITS(T, U) \
+  static inline T lf_select(bool c, T x, T y) { \
+    U xi, yi, m = (U)0 - (U)c; \
+    __builtin_memcpy(&xi, &x, sizeof(T)); \
+    __builtin_memcpy(&yi, &y, sizeof(T)); \
+    U ri = (xi & m) | (yi & ~m); \
+    T r; \
+    __builtin_memcpy(&r, &ri, sizeof(T)); \
+    return r; \
+  }
+LF_SELECT_BITS(float, unsigned int) LF_SELECT_BITS(double, unsigned long long)
+LF_ANY2(maximum, lf_select(a != a, a, lf_select(b != b, b, lf_select(a < b, b, a))))
+LF_ANY2(minimum, lf_select(a != a, a, lf_select(b != b, b, lf_select(b < a, b, a))))
 LF_ANY2(bitwise_and, a & b) LF_ANY2(bitwise_or, a | b) LF_ANY2(bitwise_xor, a ^ b)
 LF_BOOL2(eq, a == b) LF_BOOL2(ne, a != b) LF_BOOL2(lt, a < b) LF_BOOL2(le, a <= b)
 LF_BOOL2(gt, a > b) LF_BOOL2(ge, a >= b)

@@ -266,6 +266,14 @@ bool namesSymbol(const std::string& path, const std::string& symbol) {
   return bytes.find(std::string(1, '\0') + symbol + std::string(1, '\0')) != std::string::npos;
 }
 
+/// With libmvec, the shared object calls the AVX2 or SSE variant of C function `fn`: its loop
+/// was vectorized.
+void expectVectorVariant(const std::string& path, const std::string& fn) {
+  if (libmvecLevel() == 0) return;
+  EXPECT_TRUE(namesSymbol(path, "_ZGVdN8v_" + fn) || namesSymbol(path, "_ZGVbN4v_" + fn))
+      << "no vector " << fn << " in " << path;
+}
+
 // sin and cos of one value, as rotary embeddings compute them: without -fno-builtin-sin/cos GCC
 // merges the two into scalar sincosf and the loop is not vectorized (Note [CPU compile flags]).
 TEST_F(CpuCodegenTest, SinAndCosOfOneValueStayVectorized) {
@@ -278,17 +286,40 @@ TEST_F(CpuCodegenTest, SinAndCosOfOneValueStayVectorized) {
   CpuCompileResult result = compileCpp(renderCpp({&b.k}), {b.k.name});
   ASSERT_TRUE(result.module) << result.error;
   EXPECT_FALSE(namesSymbol(result.module->path, "sincosf")) << result.module->path;
-  if (libmvecLevel() > 0) {
-    EXPECT_TRUE(namesSymbol(result.module->path, "_ZGVdN8v_sinf") ||
-                namesSymbol(result.module->path, "_ZGVbN4v_sinf"))
-        << "no vector sinf in " << result.module->path;
-  }
+  expectVectorVariant(result.module->path, "sinf");
   std::vector<float> xs(1000), ys(1000);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = -20.f + 0.04f * static_cast<float>(i);
   void* buffers[] = {xs.data(), ys.data()};
   result.module->functions.at(0)(0, 1000, buffers, nullptr, nullptr);
   for (size_t i = 0; i < xs.size(); ++i) {
     EXPECT_NEAR(ys[i], 0.5f * std::sin(xs[i]) + std::cos(xs[i]), 1e-5f) << xs[i];
+  }
+}
+
+// A clamp after libmvec calls: GCC 12 leaves a loop with a branch and a call to sinf (a plain
+// function under -fno-builtin-sin) scalar, so maximum/minimum select without branching (Note
+// [CPU prelude]).
+TEST_F(CpuCodegenTest, ClampAfterSinAndExpStaysVectorized) {
+  Builder b("sin_exp_clamp", {1000});
+  int32_t in = b.buffer(ScalarType::Float, false), out = b.buffer(ScalarType::Float, true);
+  int32_t x = b.load(in, ScalarType::Float, v(0));
+  int32_t s = b.fn("add", ScalarType::Float, {x, b.fn("sin", ScalarType::Float, {x})});
+  int32_t e = b.fn("exp", ScalarType::Float, {s});
+  int32_t lo = b.fn("maximum", ScalarType::Float, {e, b.constant(ScalarType::Float, 0.5)});
+  b.store(b.fn("minimum", ScalarType::Float, {lo, b.constant(ScalarType::Float, 10.0)}), out, v(0));
+  CpuCompileResult result = compileCpp(renderCpp({&b.k}), {b.k.name});
+  ASSERT_TRUE(result.module) << result.error;
+  expectVectorVariant(result.module->path, "expf");
+  std::vector<float> xs(1000), ys(1000);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = -5.f + 0.01f * static_cast<float>(i);
+  xs[7] = kNan;
+  void* buffers[] = {xs.data(), ys.data()};
+  result.module->functions.at(0)(0, 1000, buffers, nullptr, nullptr);
+  EXPECT_TRUE(std::isnan(ys[7]));  // NaN goes through the clamp, as in eager
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (i == 7) continue;
+    const float want = std::min(std::max(std::exp(xs[i] + std::sin(xs[i])), 0.5f), 10.f);
+    EXPECT_NEAR(ys[i], want, 1e-5f * want) << xs[i];
   }
 }
 
