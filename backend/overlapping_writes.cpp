@@ -4,6 +4,7 @@
 #include "backend/device.h"
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
+#include "backend/write_aliasing.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/FunctionalStorageImpl.h>
@@ -11,35 +12,18 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <c10/util/SmallVector.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
 #include <typeinfo>
 #include <utility>
-#include <vector>
 
 namespace lazyfuse {
 namespace {
 
 namespace F = at::functionalization::impl;
-
-bool isFunctionalLazy(const at::Tensor& t) {
-  return t.defined() && isLazy(t) && F::isFunctionalTensor(t) &&
-         t.unsafeGetTensorImpl()->has_storage();
-}
-
-const c10::StorageImpl* storageOf(const at::Tensor& t) {
-  return t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
-}
-
-/// One past the last element `t` reaches, from the start of its storage.
-int64_t endElement(const at::Tensor& t) {
-  if (t.numel() == 0) return storageOffsetOf(t);
-  int64_t last = storageOffsetOf(t);
-  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-  return last + 1;
-}
 
 /// Whether `t` is a view made through a view op whose functionalization inverse does not put the
 /// view's elements back where they came from (Note [Writes into views that overlap themselves]).
@@ -55,16 +39,14 @@ bool madeThroughUnscatterableView(const at::Tensor& t) {
   return false;
 }
 
-/// The written tensor the call's write goes through on memory; undefined when the call is not
-/// one for writeOnMemory: every written argument a single functional lazy tensor of one storage,
-/// one of them overlapping itself or made through a view writeOnMemory must take, and every
-/// return one of them.
-at::Tensor overlappingWritten(const OpTraits& traits, const torch::jit::Stack& args) {
+}  // namespace
+
+at::Tensor writtenOnMemory(const OpTraits& traits, const torch::jit::Stack& args) {
   at::Tensor overlapping;
   const c10::StorageImpl* storage = nullptr;
   for (size_t i = 0; i < args.size(); ++i) {
     if (!traits.written[i]) continue;
-    if (!args[i].isTensor() || !isFunctionalLazy(args[i].toTensor())) return at::Tensor();
+    if (!args[i].isTensor() || !hasFunctionalStorage(args[i].toTensor())) return at::Tensor();
     const at::Tensor& t = args[i].toTensor();
     if (storage != nullptr && storageOf(t) != storage) return at::Tensor();
     storage = storageOf(t);
@@ -78,11 +60,11 @@ at::Tensor overlappingWritten(const OpTraits& traits, const torch::jit::Stack& a
   return overlapping;
 }
 
-}  // namespace
-
 bool mayOverlapItself(const at::Tensor& t) {
   if (t.numel() <= 1) return false;
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size) of dims with size > 1
+  // (|stride|, size) of the dims with more than one element; on the stack: every lazy in-place
+  // op asks (writtenOnMemory).
+  c10::SmallVector<std::pair<int64_t, int64_t>, 8> dims;
   for (int64_t d = 0; d < t.dim(); ++d) {
     if (t.size(d) == 1) continue;
     if (t.stride(d) == 0) return true;
@@ -97,16 +79,10 @@ bool mayOverlapItself(const at::Tensor& t) {
   return false;
 }
 
-bool writesOverlappingView(const OpTraits& traits, const torch::jit::Stack& args) {
-  return overlappingWritten(traits, args).defined();
-}
-
 void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
-                   torch::jit::Stack* stack) {
+                   const at::Tensor& written, torch::jit::Stack* stack) {
   const size_t num_args = traits.written.size();
   torch::jit::Stack args(stack->end() - num_args, stack->end());
-  const at::Tensor written = overlappingWritten(traits, args);
-  LF_INTERNAL_ASSERT(written.defined(), traits.name, ": no write into an overlapping view");
 
   // The storage's current value: its base, with every pending update applied.
   F::sync(written);
@@ -117,7 +93,7 @@ void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
   const at::Tensor base = storage->base();
   const c10::StorageImpl* storage_key = storageOf(written);
   auto in_storage = [&](const at::Tensor& t) {
-    return isFunctionalLazy(t) && storageOf(t) == storage_key;
+    return hasFunctionalStorage(t) && storageOf(t) == storage_key;
   };
 
   // The other lazy tensors' values first (syncing them may run graphs), then the storage laid

@@ -34,13 +34,17 @@ namespace lazyfuse {
 /// strides (sorted) that do not step over the extent of the smaller ones.
 bool mayOverlapItself(const at::Tensor& t);
 
-/// Whether a call writes a functional lazy tensor that may overlap itself (and writes no tensor
-/// list: those keep the error of Note [Writes into expanded tensors]).
-bool writesOverlappingView(const OpTraits& traits, const torch::jit::Stack& args);
+/// The written tensor through which a call's write must run on memory (Note [Writes into views
+/// that overlap themselves]); undefined when the call is not one for writeOnMemory. It is one:
+/// every written argument a single functional lazy tensor of one storage, one of them
+/// overlapping itself or made through unfold, expand or as_strided, and every return one of
+/// them (a tensor list that overlaps itself keeps the error of Note [Writes into expanded
+/// tensors]).
+at::Tensor writtenOnMemory(const OpTraits& traits, const torch::jit::Stack& args);
 
-/// Runs the call (its arguments at the end of `stack`) on memory as Note [Writes into views that
-/// overlap themselves] says, leaving its results on `stack`.
+/// Runs the call (its arguments at the end of `stack`) on memory, through `written` (from
+/// writtenOnMemory), leaving its results on `stack`.
 void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
-                   torch::jit::Stack* stack);
+                   const at::Tensor& written, torch::jit::Stack* stack);
 
 }  // namespace lazyfuse

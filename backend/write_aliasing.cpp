@@ -3,7 +3,6 @@
 #include "backend/detail/stand_ins.h"
 #include "backend/device.h"
 #include "backend/lazy_tensor.h"
-#include "backend/overlapping_writes.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/List.h>
@@ -73,22 +72,6 @@ void forEachElement(const c10::IValue& v, Fn fn) {
     if (e.isTensor()) fn(e.toTensor(), element);
     ++element;
   }
-}
-
-bool hasFunctionalStorage(const at::Tensor& t) {
-  return t.defined() && isLazy(t) && at::functionalization::impl::isFunctionalTensor(t) &&
-         t.unsafeGetTensorImpl()->has_storage();
-}
-
-const c10::StorageImpl* storageOf(const at::Tensor& t) {
-  return t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
-}
-
-/// One past the last element `t` reaches, in elements from the start of its storage.
-int64_t endElement(const at::Tensor& t) {
-  int64_t last = storageOffsetOf(t);
-  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-  return last + 1;
 }
 
 /// at::has_internal_overlap(t) == MemOverlap::Yes.
@@ -267,6 +250,22 @@ void runEagerOverlapChecks(const c10::OperatorHandle& op, const OpTraits& traits
 
 }  // namespace
 
+bool hasFunctionalStorage(const at::Tensor& t) {
+  return t.defined() && isLazy(t) && at::functionalization::impl::isFunctionalTensor(t) &&
+         t.unsafeGetTensorImpl()->has_storage();
+}
+
+const c10::StorageImpl* storageOf(const at::Tensor& t) {
+  return t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+}
+
+int64_t endElement(const at::Tensor& t) {
+  int64_t last = storageOffsetOf(t);
+  if (t.numel() == 0) return last;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return last + 1;
+}
+
 WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& traits,
                               const torch::jit::Stack& args) {
   WriteAliasing aliasing;
@@ -296,10 +295,10 @@ WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& tra
 // ours instead of wrong numbers. Pinned by test_write_errors.py::test_write_into_expanded_*.
 void checkOverlapsLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
                             const torch::jit::Stack& args, const WriteAliasing& aliasing,
-                            HashValue key) {
+                            HashValue key, bool on_memory) {
   if (!aliasing.any) return;
   runEagerOverlapChecks(op, traits, args, key);
-  TORCH_CHECK(!aliasing.overlaps_itself || writesOverlappingView(traits, args), traits.name,
+  TORCH_CHECK(!aliasing.overlaps_itself || on_memory, traits.name,
               ": the lazy device does not support writing into a tensor whose elements share "
               "memory (a view made by expand, or with a zero stride); eager PyTorch deprecates "
               "it. Write into the tensor it was expanded from, or into a clone.");

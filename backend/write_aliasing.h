@@ -22,6 +22,14 @@ struct WriteAliasing {
   bool overlaps_itself = false;
 };
 
+/// Whether `t` is a lazy tensor under a FunctionalTensorWrapper with a storage: its storage is
+/// the one every alias of it shares (Note [Overlapping writes]).
+bool hasFunctionalStorage(const at::Tensor& t);
+const c10::StorageImpl* storageOf(const at::Tensor& t);
+/// One past the last element `t` reaches, in elements from the start of its storage (its
+/// storage offset when it has no element).
+int64_t endElement(const at::Tensor& t);
+
 /// Finds the shared memory of a call's functional lazy tensors from their storages, sizes,
 /// strides and storage offsets, as eager's byte ranges would. Cheap when nothing is shared.
 WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& traits,
@@ -29,11 +37,12 @@ WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& tra
 
 /// For a call whose written tensors may overlap (`aliasing.any`), raises eager's "unsupported
 /// operation" error when eager refuses the overlap, and ours for a write into a tensor that
-/// overlaps itself, which eager allows for some ops (Note [Writes into expanded tensors]). `key`
+/// overlaps itself, which eager allows for some ops, unless the call is written `on_memory`
+/// (Note [Writes into expanded tensors]). `key`
 /// is the call's metadata without its aliasing; a call that passes eager's checks is remembered
 /// under it and its aliasing, and not run on stand-ins again.
 void checkOverlapsLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
                             const torch::jit::Stack& args, const WriteAliasing& aliasing,
-                            HashValue key);
+                            HashValue key, bool on_memory);
 
 }  // namespace lazyfuse

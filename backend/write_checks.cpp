@@ -338,12 +338,15 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const bool mixes_devices = mixesDevices(args);
   const WriteAliasing aliasing = writeAliasingOf(op, traits, args);
   const HashValue key = mixes_devices ? 0 : writeKey(traits, args);
+  const at::Tensor on_memory = writtenOnMemory(traits, args);
   if (!mixes_devices) {
-    checkOverlapsLikeEager(op, traits, args, aliasing, key);  // See Note [Overlapping writes]
+    // See Note [Overlapping writes].
+    checkOverlapsLikeEager(op, traits, args, aliasing, key, on_memory.defined());
     checkLikeEager(op, traits, args, key);
   }
-  if (writesOverlappingView(traits, args)) {
-    return writeOnMemory(op, traits, stack);  // Note [Writes into views that overlap themselves]
+  if (on_memory.defined()) {
+    // Note [Writes into views that overlap themselves]
+    return writeOnMemory(op, traits, on_memory, stack);
   }
   if (traits.functional_name.empty()) return functionalize.callBoxed(op, keys, stack);
   if (const c10::OperatorHandle* functional = foreachFunctional(op)) {

@@ -16,10 +16,11 @@ import functools
 import torch
 from torch.utils._pytree import tree_leaves
 
+from ._torch_lazy import _is_lazy
+
 
 def _has_lazy(values):
-    return any(isinstance(v, torch.Tensor) and v.device.type == "lazy"
-               for v in tree_leaves(values))
+    return any(_is_lazy(v) for v in tree_leaves(values))
 
 
 _FUNCTIONALIZE = (
