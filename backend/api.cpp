@@ -5,6 +5,7 @@
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
 #include "backend/metrics.h"
+#include "kernels/buffer_pool.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/Context.h>
@@ -67,6 +68,12 @@ int64_t tensorId(const at::Tensor& tensor) {
   return impl->data().id();
 }
 
+std::vector<int64_t> bufferPoolStatsOp() {
+  const BufferPoolStats s = bufferPoolStats();
+  return {static_cast<int64_t>(s.cached_bytes), static_cast<int64_t>(s.limit_bytes),
+          static_cast<int64_t>(s.hits), static_cast<int64_t>(s.misses)};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(lazyfuse, m) {
@@ -81,6 +88,8 @@ TORCH_LIBRARY(lazyfuse, m) {
   m.def("check_backend() -> ()", &checkBackend);
   m.def("clear_graph_cache() -> ()", &clearGraphCache);
   m.def("tensor_id(Tensor tensor) -> int", &tensorId);
+  m.def("empty_cache() -> ()", &releaseCachedBuffers);
+  m.def("buffer_pool_stats() -> int[]", &bufferPoolStatsOp);
 }
 
 }  // namespace lazyfuse

@@ -235,10 +235,21 @@ std::string CpuRenderer::loadExpr(const KInstr& instr) const {
   std::string element = bufferName(instr.buffer) + "[" + ixText(instr.index) + "]";
   switch (k_.buffers[instr.buffer].dtype) {
     case c10::ScalarType::Bool: return "(" + element + " != 0)";
-    case c10::ScalarType::Half: return "(float)" + element;
+    case c10::ScalarType::Half: return "lf_half_load(" + element + ")";
     case c10::ScalarType::BFloat16: return "lf_bf16_load(" + element + ")";
     default: return element;
   }
+}
+
+/// The instruction a store writes: a Half (BFloat16) store rounds, so a value rounded to that
+/// type just before it is stored unrounded (the rounding is a store and a load in this dialect).
+int32_t CpuRenderer::storedValue(const KStore& store) const {
+  const KInstr& instr = k_.instrs[store.value];
+  const c10::ScalarType type = k_.buffers[store.buffer].dtype;
+  const bool rounds = instr.op == KOp::kUnary &&
+                      ((instr.fn == "round_to_half" && type == c10::ScalarType::Half) ||
+                       (instr.fn == "round_to_bfloat16" && type == c10::ScalarType::BFloat16));
+  return rounds ? instr.args[0] : store.value;
 }
 
 void CpuRenderer::storeLines(const std::string& indent) { out_ += storeText(indent); }
@@ -246,11 +257,11 @@ void CpuRenderer::storeLines(const std::string& indent) { out_ += storeText(inde
 std::string CpuRenderer::storeText(const std::string& indent) const {
   std::string out;
   for (const KStore& store : k_.stores) {
-    std::string value = t(store.value);
+    std::string value = t(storedValue(store));
     std::string element = bufferName(store.buffer) + "[" + ixText(store.index) + "]";
     switch (k_.buffers[store.buffer].dtype) {
       case c10::ScalarType::Bool: value = "(lf_u8)(" + value + " != 0)"; break;
-      case c10::ScalarType::Half: value = "(_Float16)(float)" + value; break;
+      case c10::ScalarType::Half: value = "lf_half_store((float)" + value + ")"; break;
       case c10::ScalarType::BFloat16: value = "lf_bf16_store((float)" + value + ")"; break;
       default:
         value = "(" + std::string(detail::cpuStorageType(k_.buffers[store.buffer].dtype)) + ")" +

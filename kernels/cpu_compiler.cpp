@@ -118,7 +118,11 @@ const Compiler* findCompiler() {
 // GCC merges sin and cos of one value into one call of scalar sincosf, which has no vector form
 // it can call, and the whole loop then runs one element at a time (rotary embeddings compute
 // exactly that); as plain functions, each goes to its libmvec variant (Note [CPU prelude]).
-// Pinned by test_cpu_codegen.cpp's SinAndCosOfOneValueStayVectorized.
+// Not -fno-trapping-math, though GCC vectorizes floorf & co only with it: it also folds
+// (float)(long)x into truncf(x), which changes the result for NaN and out-of-range values; the
+// prelude computes floor, ceil, trunc and round itself instead (Note [CPU prelude]). The
+// vectorization of every kernel function is pinned by test_vectorized_loops.cpp (Note
+// [Vectorized CPU loops]).
 const std::vector<std::string>& compileFlags() {
   static const std::vector<std::string> flags = [] {
     std::vector<std::string> f;
@@ -251,6 +255,19 @@ int libmvecLevel() {
 
 bool cpuCompilerAvailable() {
   return findCompiler() != nullptr;
+}
+
+std::vector<std::string> cpuCompileCommand() {
+  const Compiler* compiler = findCompiler();
+  if (compiler == nullptr) return {};
+  std::vector<std::string> argv = {compiler->path};
+  for (const std::string& flag : compileFlags()) argv.push_back(flag);
+  return argv;
+}
+
+std::string cpuCompilerVersion() {
+  const Compiler* compiler = findCompiler();
+  return compiler == nullptr ? std::string() : compiler->version;
 }
 
 std::string cacheDirectory() {

@@ -28,6 +28,12 @@ struct CpuCompileResult {
 
 /// True when a C++ compiler was found ($LAZYFUSE_CXX, else $CXX, else c++/g++ on PATH).
 bool cpuCompilerAvailable();
+/// The compiler and the flags compileCpp compiles a source with (without the source, the output
+/// and the link flags), for tests and tools that look at what the compiler makes of a kernel;
+/// empty when there is no compiler.
+std::vector<std::string> cpuCompileCommand();
+/// The first line of the compiler's `--version`; "" when there is no compiler.
+std::string cpuCompilerVersion();
 /// The libmvec functions the prelude may declare `omp declare simd` (Note [CPU prelude]):
 /// 2 with glibc >= 2.35 on x86-64, 1 with glibc >= 2.22, else 0.
 int libmvecLevel();

@@ -33,7 +33,7 @@ std::string floatLiteral(double value) {
 //
 // The lf_<fn> functions follow eager PyTorch's CPU kernels: maximum/minimum return NaN when
 // either side is NaN (else std::max/std::min, which keep the left operand on ties); remainder
-// takes the sign of the divisor as at::remainder does; round is nearbyint (half to even under
+// takes the sign of the divisor as at::remainder does; round is half to even (as nearbyint under
 // the default rounding mode); sign(NaN) is 0 as in ATen; integer pow squares, and a negative
 // exponent gives 1, -1 or 0 the way ATen's pow_impl does. A floating pow whose exponent is the
 // same for the whole loop (a Scalar) is lf_pow_uniform: like ATen's pow_tensor_scalar kernel it
@@ -45,10 +45,19 @@ std::string floatLiteral(double value) {
 // maximum and minimum choose with lf_select, which picks a float's bits with a mask instead of
 // branching: GCC 12 does not if-convert a loop that has both a branch and a libmvec call, so a
 // clamp after an exp left the whole loop scalar (Note [CPU compile flags] has the other case).
+// floor, ceil, trunc and round (half to even) of a float or double are computed, not called:
+// (|x| + 2^23) - 2^23 rounds |x| to an integer under the default rounding mode (2^52 for
+// double), the sign and -0 come back with copysign, and values that are integers already
+// (|x| >= 2^23), infinities and NaN pass through. GCC vectorizes its own floorf & co only under
+// -fno-trapping-math, which also lets it fold (float)(long)x into truncf(x) and so changes the
+// result for NaN and out-of-range values; these need neither.
 // lf_max and lf_min are the OpenMP reductions a vectorized floating max/min loop combines its
 // lanes with: they keep a NaN, as the fold itself does, where OpenMP's max would drop it.
-// Bool buffers are bytes read with `!= 0`; Half is _Float16; BFloat16 is its 16 bits, loaded by
-// a shift and stored with c10::BFloat16's round to nearest even (NaN stays NaN).
+// Bool buffers are bytes read with `!= 0`. BFloat16 is its 16 bits, loaded by a shift and stored
+// with c10::BFloat16's round to nearest even (NaN stays NaN). Half is its 16 bits as well,
+// converted by integer and float arithmetic with no branch (the IEEE conversion c10::Half does,
+// subnormals, infinities and NaN included): GCC 12 has no vector type for _Float16 without
+// AVX512-FP16, so a loop that loaded or stored one ran one element at a time.
 const char* const kCpuPrelude = R"LF(// lazyfuse CPU kernels
 typedef long long lf_i64;
 typedef unsigned char lf_u8;
@@ -77,8 +86,7 @@ LF_DECLARE1(LF_SIMD2, sinh) LF_DECLARE1(LF_SIMD2, cosh) LF_DECLARE1(LF_SIMD2, ta
 LF_DECLARE1(LF_SIMD2, asinh) LF_DECLARE1(LF_SIMD2, acosh) LF_DECLARE1(LF_SIMD2, atanh)
 LF_DECLARE1(LF_SIMD2, erf) LF_DECLARE1(LF_SIMD2, erfc) LF_DECLARE2(LF_SIMD2, atan2)
 LF_DECLARE2(LF_SIMD2, hypot)
-LF_DECLARE1(, sqrt) LF_DECLARE1(, floor) LF_DECLARE1(, ceil) LF_DECLARE1(, trunc)
-LF_DECLARE1(, nearbyint) LF_DECLARE1(, fabs) LF_DECLARE1(, lgamma) LF_DECLARE2(, fmod)
+LF_DECLARE1(, sqrt) LF_DECLARE1(, fabs) LF_DECLARE1(, lgamma) LF_DECLARE2(, fmod)
 LF_DECLARE2(, copysign)
 #define LF_FLOAT1(fn, c) \
   static inline float lf_##fn(float x) { return c##f(x); } \
@@ -94,19 +102,41 @@ LF_DECLARE2(, copysign)
   template <class T> static inline bool lf_##fn(T a, T b) { return expr; }
 static inline lf_i64 lf_imin(lf_i64 a, lf_i64 b) { return a < b ? a : b; }
 static inline lf_i64 lf_imax(lf_i64 a, lf_i64 b) { return a > b ? a : b; }
-static inline float lf_bf16_load(unsigned short h) {
-  unsigned int u = (unsigned int)h << 16;
+static inline float lf_bits_float(unsigned int u) {
   float f;
   __builtin_memcpy(&f, &u, 4);
   return f;
 }
-static inline unsigned short lf_bf16_store(float f) {
+static inline unsigned int lf_float_bits(float f) {
   unsigned int u;
   __builtin_memcpy(&u, &f, 4);
-  unsigned int bias = ((u >> 16) & 1u) + 0x7FFFu;
-  return f != f ? (unsigned short)0x7FC0 : (unsigned short)((u + bias) >> 16);
+  return u;
 }
-static inline float lf_round_to_half(float f) { return (float)(_Float16)f; }
+static inline float lf_bf16_load(unsigned short h) { return lf_bits_float((unsigned int)h << 16); }
+static inline unsigned short lf_bf16_store(float f) {
+  unsigned int u = lf_float_bits(f);
+  unsigned int bias = ((u >> 16) & 1u) + 0x7FFFu, nan = (unsigned int)0 - (unsigned int)(f != f);
+  return (unsigned short)((0x7FC0u & nan) | (((u + bias) >> 16) & ~nan));
+}
+static inline float lf_half_load(unsigned short h) {
+  unsigned int w = (unsigned int)h << 16, sign = w & 0x80000000u, twice = w + w;
+  float normal = lf_bits_float((twice >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+  float subnormal = lf_bits_float((twice >> 17) | (126u << 23)) - 0.5f;
+  unsigned int m = (unsigned int)0 - (unsigned int)(twice < (1u << 27));
+  return lf_bits_float(sign | (lf_float_bits(subnormal) & m) | (lf_float_bits(normal) & ~m));
+}
+static inline unsigned short lf_half_store(float f) {
+  float scaled = (__builtin_fabsf(f) * 0x1.0p+112f) * 0x1.0p-110f;
+  unsigned int w = lf_float_bits(f), twice = w + w, sign = w & 0x80000000u;
+  unsigned int bias = twice & 0xFF000000u;
+  unsigned int small = (unsigned int)0 - (unsigned int)(bias < 0x71000000u);
+  bias = (0x71000000u & small) | (bias & ~small);
+  unsigned int r = lf_float_bits(lf_bits_float((bias >> 1) + 0x07800000u) + scaled);
+  unsigned int finite = ((r >> 13) & 0x7C00u) + (r & 0x0FFFu);
+  unsigned int nan = (unsigned int)0 - (unsigned int)(twice > 0xFF000000u);
+  return (unsigned short)((sign >> 16) | (0x7E00u & nan) | (finite & ~nan));
+}
+static inline float lf_round_to_half(float f) { return lf_half_load(lf_half_store(f)); }
 static inline float lf_round_to_bfloat16(float f) { return lf_bf16_load(lf_bf16_store(f)); }
 LF_FLOAT1(exp, exp) LF_FLOAT1(exp2, exp2) LF_FLOAT1(expm1, expm1) LF_FLOAT1(log, log)
 LF_FLOAT1(log2, log2) LF_FLOAT1(log10, log10) LF_FLOAT1(log1p, log1p) LF_FLOAT1(sqrt, sqrt)
@@ -120,8 +150,24 @@ LF_ANY1(neg, -a) LF_ANY1(abs, a < 0 ? -a : a) LF_ANY1(sign, (T(0) < a) - (a < T(
 LF_ANY1(floor, a) LF_ANY1(ceil, a) LF_ANY1(round, a) LF_ANY1(trunc, a)
 LF_ANY1(bitwise_not, ~a) LF_ANY1(reciprocal, T(1) / a) LF_ANY1(rsqrt, T(1) / lf_sqrt(a))
 LF_ANY1(sigmoid, T(1) / (T(1) + lf_exp(-a)))
-LF_FLOAT1(abs, fabs) LF_FLOAT1(floor, floor) LF_FLOAT1(ceil, ceil) LF_FLOAT1(round, nearbyint)
-LF_FLOAT1(trunc, trunc)
+LF_FLOAT1(abs, fabs)
+#define LF_ROUNDING(T, M, cs, fabs) \
+  static inline T lf_round(T a) { \
+    T m = (T)(M), ax = fabs(a), r = cs((ax + m) - m, a); \
+    return lf_select(ax < m, r, a); \
+  } \
+  static inline T lf_floor(T a) { \
+    T r = lf_round(a); \
+    return lf_select(fabs(a) < (T)(M), cs(r - (T)(r > a), a), a); \
+  } \
+  static inline T lf_ceil(T a) { \
+    T r = lf_round(a); \
+    return lf_select(fabs(a) < (T)(M), cs(r + (T)(r < a), a), a); \
+  } \
+  static inline T lf_trunc(T a) { \
+    T ax = fabs(a), r = lf_round(ax); \
+    return lf_select(ax < (T)(M), cs(r - (T)(r > ax), a), a); \
+  }
 static inline bool lf_bitwise_not(bool a) { return !a; }
 LF_BOOL1(logical_not, !(a != 0)) LF_BOOL1(isnan, a != a) LF_BOOL1(isinf, false)
 static inline bool lf_isinf(float a) { return __builtin_isinf(a); }
@@ -139,6 +185,8 @@ template <class T> static inline T lf_select(bool c, T x, T y) { return c ? x : 
     return r; \
   }
 LF_SELECT_BITS(float, unsigned int) LF_SELECT_BITS(double, unsigned long long)
+LF_ROUNDING(float, 8388608.0f, __builtin_copysignf, __builtin_fabsf)
+LF_ROUNDING(double, 4503599627370496.0, __builtin_copysign, __builtin_fabs)
 LF_ANY2(maximum, lf_select(a != a, a, lf_select(b != b, b, lf_select(a < b, b, a))))
 LF_ANY2(minimum, lf_select(a != a, a, lf_select(b != b, b, lf_select(b < a, b, a))))
 LF_ANY2(bitwise_and, a & b) LF_ANY2(bitwise_or, a | b) LF_ANY2(bitwise_xor, a ^ b)
@@ -194,8 +242,9 @@ const char* cpuComputeType(c10::ScalarType dtype) {
 /// Element type of a buffer: Bool is a byte read as `!= 0`; see Note [CPU prelude].
 const char* cpuStorageType(c10::ScalarType dtype) {
   if (dtype == c10::ScalarType::Bool) return "lf_u8";
-  if (dtype == c10::ScalarType::Half) return "_Float16";
-  if (dtype == c10::ScalarType::BFloat16) return "unsigned short";
+  if (dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16) {
+    return "unsigned short";
+  }
   return cpuComputeType(dtype);
 }
 

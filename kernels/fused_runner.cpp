@@ -1,11 +1,10 @@
 #include "kernels/fused_runner.h"
 
+#include "kernels/buffer_pool.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty_strided.h>
-
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -14,29 +13,6 @@
 
 namespace lazyfuse {
 namespace {
-
-// Note [Huge pages for kernel outputs]
-// A large output buffer is usually fresh memory (glibc maps allocations of 32 MiB and more
-// afresh each time, and gives smaller ones back when the heap shrinks), and a kernel that writes
-// it first takes a page fault per 4 KiB page: for the [64, 128, 1024] W3 block, 3 float outputs
-// of 32 MiB, one thread, those faults took 46 ms of the output kernel's 52 ms. So before a kernel
-// runs, the whole 2 MiB pages inside each output of at least kHugePageMin bytes are marked
-// MADV_HUGEPAGE: with transparent huge pages in `madvise` mode (the common default) the kernel
-// then faults 2 MiB at a time (46 ms -> 16 ms). This is what torch's own allocator does for
-// every allocation when THP_MEM_ALLOC_ENABLE=1 (c10/core/alloc_cpu.cpp); where the memory is
-// already mapped, or huge pages are off, the call changes nothing. Its result is ignored: the
-// advice is a hint.
-constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
-constexpr size_t kHugePageMin = 2 * kHugePage;
-
-void adviseHugePages(void* data, size_t bytes) {
-#if defined(MADV_HUGEPAGE)
-  if (bytes < kHugePageMin) return;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) & ~(kHugePage - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kHugePage - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-#endif
-}
 
 /// Allocates `fused`'s outputs as the plan laid them out (or takes donated memory, when
 /// `donate`) and appends the addresses of its buffers to `pointers`, its parameters to
@@ -50,10 +26,7 @@ void gatherArguments(const FusedKernel& fused, const Graph& graph, PlanValues& v
     const BufferBinding& b = fused.buffers[i];
     at::Tensor& slot = bindingSlot(b, graph, values);
     if (fused.kernel.buffers[i].output) {
-      bool fresh = true;
-      slot = outputBuffer(fused, i, graph, values, c10::kCPU, &fresh);
-      // See Note [Huge pages for kernel outputs].
-      if (fresh) adviseHugePages(slot.data_ptr(), slot.storage().nbytes());
+      slot = outputBuffer(fused, i, graph, values, c10::kCPU);
     }
     LF_INTERNAL_ASSERT(slot.defined(), "kernel ", fused.kernel.name, " reads a missing buffer");
     pointers.push_back(slot.data_ptr());
@@ -126,7 +99,7 @@ bool mayDonate(const FusedKernel& fused, const Donation& d, const Graph& graph,
 }
 
 at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& graph,
-                        PlanValues& values, c10::Device device, bool* fresh) {
+                        PlanValues& values, c10::Device device) {
   const TensorMeta& meta = fused.buffers.at(buffer).meta;
   if (values.donation && donationEnabled()) {
     for (const Donation& d : fused.donations) {
@@ -138,11 +111,11 @@ at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& gr
         ++values.donation->donated_data;
       }
       if (values.donation->record_taken) values.donation->taken.emplace_back(&fused, &d);
-      if (fresh) *fresh = false;
       return bindingSlot(in, graph, values);
     }
   }
-  if (fresh) *fresh = true;
+  // See Note [Buffer pool].
+  if (device.is_cpu()) return pooledEmptyStrided(meta.sizes, meta.strides, meta.dtype);
   return at::empty_strided(meta.sizes, meta.strides,
                            at::TensorOptions().dtype(meta.dtype).device(device));
 }

@@ -35,10 +35,10 @@ struct PlanValues {
 at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& values);
 
 /// Memory for output buffer `buffer` of `fused`: the input it may take (Note [Donated buffers])
-/// when nothing but the plan holds that input, else a new tensor on `device`. `fresh` tells
-/// which.
+/// when nothing but the plan holds that input, else a new tensor on `device` (on the CPU, from
+/// the buffer pool: Note [Buffer pool]).
 at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& graph,
-                        PlanValues& values, c10::Device device, bool* fresh = nullptr);
+                        PlanValues& values, c10::Device device);
 
 /// True when donation `d` of `fused` may be taken now: nothing but the plan holds the input
 /// (Note [Donated buffers]).

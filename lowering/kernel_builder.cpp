@@ -124,7 +124,19 @@ KValue KernelBuilder::cast(KValue a, c10::ScalarType dtype) {
   return append(std::move(instr));
 }
 
+// A Half (BFloat16) load, or a value already rounded to Half (BFloat16), is its own rounding: a
+// conversion between two such buffers (`y.copy_(x)`, Note [Conversions round]) would otherwise
+// round twice, and each rounding is a store and a load of 16 bits in the CPU code.
+bool KernelBuilder::alreadyRounded(const std::string& fn, KValue a) const {
+  const c10::ScalarType type =
+      fn == "round_to_half" ? c10::ScalarType::Half : c10::ScalarType::BFloat16;
+  const KInstr& instr = kernel_.instrs.at(a);
+  if (instr.op == KOp::kLoad) return kernel_.buffers.at(instr.buffer).dtype == type;
+  return instr.op == KOp::kUnary && instr.fn == fn;
+}
+
 KValue KernelBuilder::unary(const std::string& fn, KValue a) {
+  if ((fn == "round_to_half" || fn == "round_to_bfloat16") && alreadyRounded(fn, a)) return a;
   KInstr instr;
   instr.op = KOp::kUnary;
   instr.fn = fn;

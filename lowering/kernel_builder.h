@@ -60,6 +60,8 @@ class KernelBuilder {
   /// instruction exists.
   KValue append(KInstr instr, std::optional<int32_t> forced_scope = std::nullopt);
   int32_t scopeFor(const KInstr& instr) const;
+  /// True when rounding `a` with `fn` (round_to_half or round_to_bfloat16) changes nothing.
+  bool alreadyRounded(const std::string& fn, KValue a) const;
 
   Kernel kernel_;
   int32_t scope_ = -1;  // the reduction whose body is being built

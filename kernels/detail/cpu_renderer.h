@@ -84,6 +84,7 @@ class CpuRenderer {
   void storeLines(const std::string& indent);
 
   std::string storeText(const std::string& indent) const;
+  int32_t storedValue(const KStore& store) const;
 
   std::string bufferName(int32_t b) const;
 

@@ -28,7 +28,9 @@ from ._version import __version__
 __all__ = [
     "__version__",
     "add_step_closure",
+    "buffer_pool_stats",
     "dump_ir",
+    "empty_cache",
     "hardware_device",
     "library_path",
     "manual_seed",
@@ -89,6 +91,20 @@ def dump_ir(tensors, format="text"):
     if isinstance(tensors, torch.Tensor):
         tensors = [tensors]
     return torch.ops.lazyfuse.dump_ir(_tensor_list(tensors, "lazyfuse.dump_ir"), format)
+
+
+def empty_cache():
+    """Frees the memory the CPU buffer pool keeps for reuse (large plan buffers that later steps
+    would take again; see docs/design.md, Note [Buffer pool]). Tensors in use keep theirs."""
+    torch.ops.lazyfuse.empty_cache()
+
+
+def buffer_pool_stats():
+    """The CPU buffer pool: bytes of freed memory it keeps (`cached_bytes`), the most it keeps
+    (`limit_bytes`, LAZYFUSE_BUFFER_POOL_MB), and how many buffers reused memory (`hits`) or took
+    fresh memory (`misses`) since the process started."""
+    cached, limit, hits, misses = torch.ops.lazyfuse.buffer_pool_stats()
+    return {"cached_bytes": cached, "limit_bytes": limit, "hits": hits, "misses": misses}
 
 
 def hardware_device():

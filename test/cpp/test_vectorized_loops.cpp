@@ -1,0 +1,240 @@
+// Note [Vectorized CPU loops]
+// A fused CPU kernel is fast only while the compiler vectorizes its point loop: one scalar call
+// inside it (sincosf, floorf under trapping math, a branch next to a libmvec call, a _Float16
+// conversion) turns the whole loop scalar, and a 10-op chain fell to 0.3x eager that way while
+// every value stayed right. This test renders a corpus of kernels (every kernel function of
+// Note [Kernel functions] over Float, the float functions again over Half and BFloat16 buffers,
+// Double, integer and Bool ones, broadcast loads), compiles them with the
+// flags compileCpp uses plus GCC's vectorization report (-fopt-info-vec-optimized), and
+// requires the report to name each kernel's `omp simd` loop as vectorized. The functions that
+// have no vector implementation to call are listed in kScalarFunctions with the reason; the
+// test holds them to it, so the list (and docs/kernel_sweep.md) is updated when one changes.
+#include "kernels/cpu_codegen.h"
+#include "kernels/cpu_compiler.h"
+#include "test/cpp/kernel_test_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace lazyfuse {
+namespace {
+
+namespace fs = std::filesystem;
+using c10::ScalarType;
+using Builder = testing::KernelBuilder;
+
+const std::vector<std::string> kFloatUnary = {
+    "neg",   "abs",   "exp",   "exp2",    "expm1",   "log",   "log2",  "log10",      "log1p",
+    "sqrt",  "rsqrt", "sin",   "cos",     "tan",     "asin",  "acos",  "atan",       "sinh",
+    "cosh",  "tanh",  "asinh", "acosh",   "atanh",   "erf",   "erfc",  "sigmoid",    "floor",
+    "ceil",  "round", "trunc", "sign",    "reciprocal", "isnan", "isinf", "lgamma",
+    "round_to_half", "round_to_bfloat16"};
+const std::vector<std::string> kFloatBinary = {
+    "add", "sub", "mul", "div", "pow", "atan2", "fmod", "remainder", "maximum", "minimum",
+    "eq", "ne", "lt", "le", "gt", "ge", "copysign", "hypot"};
+const std::vector<std::string> kIntFunctions = {"neg", "abs", "add", "sub", "mul", "maximum",
+                                                "minimum", "bitwise_not", "bitwise_and",
+                                                "bitwise_or", "bitwise_xor", "eq", "lt"};
+const std::vector<std::string> kBoolFunctions = {"logical_not", "logical_and", "logical_or",
+                                                 "logical_xor"};
+
+// Kernel functions whose loop stays scalar, and why. glibc's libmvec has no lgamma and no fmod,
+// and both must be exact (fmod) or follow glibc's special values (lgamma), so each element is a
+// call of the scalar function; remainder is fmod plus a correction.
+const std::map<std::string, std::string> kScalarFunctions = {
+    {"lgamma", "no vector lgamma in libmvec"},
+    {"fmod", "no vector fmod in libmvec; the result must be exact"},
+    {"remainder", "fmod plus a sign correction; see fmod"},
+};
+
+bool returnsBool(const std::string& fn) {
+  static const std::set<std::string> names = {"eq",    "ne",          "lt",          "le",
+                                              "gt",    "ge",          "isnan",       "isinf",
+                                              "logical_not", "logical_and", "logical_or",
+                                              "logical_xor"};
+  return names.count(fn) > 0;
+}
+
+int arity(const std::string& fn) {
+  if (fn == "bitwise_not" || fn == "logical_not") return 1;
+  for (const std::string& name : kFloatUnary) {
+    if (name == fn) return 1;
+  }
+  return 2;
+}
+
+/// How a kernel of the corpus reads its inputs over a [64, 64] domain.
+enum class Layout { kContiguous, kTransposed, kBroadcast };
+
+struct Case {
+  std::string name;  // the kernel's C name
+  std::string fn;
+  ScalarType dtype;  // of the buffers
+  Layout layout;
+  Kernel kernel;
+};
+
+ScalarType computeType(ScalarType dtype) {
+  return dtype == ScalarType::Half || dtype == ScalarType::BFloat16 ? ScalarType::Float : dtype;
+}
+
+Case makeCase(const std::string& fn, ScalarType dtype, Layout layout, const std::string& name) {
+  Builder b(name, {64, 64});
+  const ScalarType compute = computeType(dtype);
+  const IxPtr flat = ixOffset({ixVar(0), ixVar(1)}, {64, 1});
+  const IxPtr transposed = ixOffset({ixVar(0), ixVar(1)}, {1, 64});
+  const IxPtr row = ixVar(1);
+  std::vector<int32_t> args;
+  for (int i = 0; i < arity(fn); ++i) {
+    const int32_t in = b.buffer(dtype, false);
+    IxPtr index = flat;
+    if (layout == Layout::kTransposed) index = transposed;
+    if (layout == Layout::kBroadcast && i == 0) index = row;
+    args.push_back(b.load(in, compute, index));
+  }
+  const ScalarType result = returnsBool(fn) ? ScalarType::Bool : compute;
+  int32_t value = b.fn(fn, result, args);
+  // A 3-op chain around it, as fused code has: the function's loop must stay vectorized there.
+  if (result != ScalarType::Bool && compute != ScalarType::Bool) {
+    value = b.fn("add", result, {b.fn("mul", result, {value, args[0]}), args.back()});
+  }
+  const int32_t out = b.buffer(returnsBool(fn) ? ScalarType::Bool : dtype, true);
+  b.store(value, out, flat);
+  return Case{name, fn, dtype, layout, b.k};
+}
+
+std::vector<Case> corpus() {
+  std::vector<Case> cases;
+  auto add = [&](const std::string& fn, ScalarType dtype, Layout layout) {
+    const std::string name = "vec_" + std::to_string(cases.size()) + "_" + fn;
+    cases.push_back(makeCase(fn, dtype, layout, name));
+  };
+  for (const auto* list : {&kFloatUnary, &kFloatBinary}) {
+    for (const std::string& fn : *list) add(fn, ScalarType::Float, Layout::kContiguous);
+  }
+  for (ScalarType half : {ScalarType::Half, ScalarType::BFloat16}) {
+    for (const char* fn : {"add", "mul", "div", "exp", "sin", "cos", "tanh", "sigmoid",
+                                  "floor", "maximum", "sqrt", "log", "erf", "lt"}) {
+      add(fn, half, Layout::kContiguous);
+    }
+  }
+  for (const char* fn : {"add", "exp", "sin", "sqrt", "maximum", "floor", "pow"}) {
+    add(fn, ScalarType::Double, Layout::kContiguous);
+  }
+  for (const std::string& fn : kIntFunctions) add(fn, ScalarType::Int, Layout::kContiguous);
+  for (const std::string& fn : kBoolFunctions) add(fn, ScalarType::Bool, Layout::kContiguous);
+  // Not kTransposed: a load whose index steps 64 elements per point is a gather, which GCC 12
+  // leaves scalar under some -march=native tunings (znver3 here) and not others, so it is no
+  // property of the renderer; docs/kernel_sweep.md reports its speed.
+  for (Layout layout : {Layout::kBroadcast}) {
+    for (const char* fn : {"add", "exp", "sin", "floor", "maximum", "sigmoid"}) {
+      add(fn, ScalarType::Float, layout);
+      add(fn, ScalarType::BFloat16, layout);
+    }
+  }
+  return cases;
+}
+
+/// Line numbers (1-based) of each kernel's `omp simd` loop in `source`, by kernel name.
+std::map<std::string, std::vector<int>> simdLoops(const std::string& source) {
+  std::map<std::string, std::vector<int>> loops;
+  std::istringstream in(source);
+  std::string line, current;
+  bool pragma = false;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const size_t fn = line.find("extern \"C\" void ");
+    if (fn != std::string::npos) {
+      const size_t start = fn + 16;
+      current = line.substr(start, line.find('(', start) - start);
+    }
+    if (pragma && line.find("for (") != std::string::npos) loops[current].push_back(number);
+    pragma = line.find("#pragma omp simd") != std::string::npos;
+  }
+  return loops;
+}
+
+/// Runs `command` through the shell; its standard output and error, and its exit status.
+std::string runCommand(const std::string& command, int& status) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    status = -1;
+    return output;
+  }
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  status = pclose(pipe);
+  return output;
+}
+
+TEST(VectorizedLoopsTest, EveryKernelFunctionLoopIsVectorized) {
+  if (!cpuCompilerAvailable()) GTEST_SKIP() << "no C++ compiler";
+  const std::string version = cpuCompilerVersion();
+  if (version.find("clang") != std::string::npos) {
+    GTEST_SKIP() << "the vectorization report is GCC's; the compiler is " << version;
+  }
+  const std::vector<Case> cases = corpus();
+  std::vector<const Kernel*> kernels;
+  for (const Case& c : cases) kernels.push_back(&c.kernel);
+  const std::string source = renderCpp(kernels);
+  const std::map<std::string, std::vector<int>> loops = simdLoops(source);
+
+  std::string dir = (fs::temp_directory_path() / "lf-vectorized-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string src = dir + "/corpus.cpp";
+  std::ofstream(src) << source;
+  std::string command;
+  for (const std::string& arg : cpuCompileCommand()) command += arg + " ";
+  command += "-fopt-info-vec-optimized -c -x c++ " + src + " -o " + dir + "/corpus.o";
+  int status = 0;
+  const std::string report = runCommand(command, status);
+  fs::remove_all(dir);
+  ASSERT_EQ(status, 0) << command << "\n" << report;
+
+  std::set<int> vectorized;
+  std::istringstream lines(report);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(src + ":", 0) != 0 || line.find("loop vectorized") == std::string::npos) {
+      continue;
+    }
+    vectorized.insert(std::atoi(line.c_str() + src.size() + 1));
+  }
+  int checked = 0;
+  for (const Case& c : cases) {
+    auto it = loops.find(c.name);
+    ASSERT_TRUE(it != loops.end() && !it->second.empty()) << "no omp simd loop in " << c.name;
+    bool all = true;
+    // GCC names a loop by the line of its `for` or, for a loop it versioned, the body's first.
+    for (int line : it->second) {
+      all = all && (vectorized.count(line) > 0 || vectorized.count(line + 1) > 0);
+    }
+    const bool scalar_expected = kScalarFunctions.count(c.fn) > 0 &&
+                                 computeType(c.dtype) != ScalarType::Int;
+    if (scalar_expected) {
+      EXPECT_FALSE(all) << c.name << " is vectorized now: take " << c.fn
+                        << " off kScalarFunctions and docs/kernel_sweep.md's list";
+    } else {
+      EXPECT_TRUE(all) << c.name << " (" << c.fn << " over " << c.dtype
+                       << ") is not vectorized; its source:\n"
+                       << renderCpp({&c.kernel});
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 100);
+
+}
+
+}  // namespace
+}  // namespace lazyfuse
