@@ -12,16 +12,20 @@ over float32, bfloat16 and float16 (integer and Bool functions over int32 and bo
 contiguous, transposed (every input a transposed view) and broadcast (the first input a row
 expanded over the rows) inputs, at a memory-bound size (4M elements) and a small one (4K).
 
-Both sides write into a preallocated output: eager through `out=` of the last op, lazy through
-`out.copy_(...)`, which the plan turns into a write into `out`'s memory (a donated buffer, see
-Note [Donated buffers]), so page faults decide neither side. Rounds are interleaved (eager, lazy,
-eager, lazy, ...) and the ratio is eager's median over lazy's (above 1: lazy is faster).
+Eager writes into a preallocated output through `out=` of the last op; lazy records
+`out.copy_(...)` and syncs, and its plan writes into a buffer of the CPU buffer pool (Note [Buffer
+pool]), memory an earlier step freed, so page faults decide neither side. (Whether the output
+went into `out`'s own memory, a donated buffer, is the row's `out_donated`; today it never does.)
+With --compile, torch.compile (inductor) of the same function with the same `out=` runs as a
+third side. Rounds are interleaved (eager, lazy[, compile], eager, ...) and each ratio is the
+other side's median over lazy's (above 1: lazy is faster).
 
 Writes docs/kernel_sweep.json and docs/kernel_sweep.md (unless --no-write).
 
     python bench/kernel_sweep.py                       # the standard grid (~5 min warm, 2 cores)
     python bench/kernel_sweep.py --full                # every combination (hours)
     python bench/kernel_sweep.py --quick               # float32, contiguous, 4M only
+    python bench/kernel_sweep.py --quick --compile     # ... and torch.compile beside them
     python bench/kernel_sweep.py --only sin,cos --dtypes float32 --layouts contiguous
 """
 
@@ -38,6 +42,7 @@ import time
 import torch
 
 import lazyfuse
+from bench_timing import cpu_busy, timed
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 SIZES = {"4M": (2048, 2048), "4K": (64, 64)}
@@ -175,7 +180,8 @@ def laid_out(t, layout, index):
 
 
 def workloads(names, dtypes, layouts, sizes, kinds):
-    """(key, description, inputs maker, fn(inputs, out) -> result, out dtype)."""
+    """The workloads of `names` (and the pairs using any of them) over the grid, as dicts: what
+    run_one needs (shape, input domains, out dtype, call(inputs, out)) and the row's keys."""
     for size in sizes:
         shape = SIZES[size]
         for name in names:
@@ -200,8 +206,7 @@ def workloads(names, dtypes, layouts, sizes, kinds):
                                    out_dtype=out_dtype, call=function_call(name, kind, arity))
         if "pair" in kinds:
             for name, f, g, combine, dom in PAIRS:
-                if names != list(FUNCTIONS) and not any(p in names for p in name.replace(
-                        "*", "+").split("+")):
+                if not set(name.replace("*", "+").split("+")) & set(names + ["x"]) - {"x"}:
                     continue
                 for dtype in dtypes:
                     for layout in layouts:
@@ -269,33 +274,12 @@ def repeats_for(fn, target_ms=20.0):
     return repeats
 
 
-def timed(fn, repeats):
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) * 1e3 / repeats
-
-
-def cpu_busy(seconds=1.0):
-    """Fraction of the machine's CPU time used over `seconds` (by anything, this process included
-    when it runs)."""
-    def read():
-        with open("/proc/stat") as f:
-            parts = [int(v) for v in f.readline().split()[1:]]
-        return sum(parts), parts[3] + parts[4]
-
-    total0, idle0 = read()
-    time.sleep(seconds)
-    total1, idle1 = read()
-    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
-
-
 def tolerance(dtype):
     return {"float32": (2e-4, 2e-4), "bfloat16": (2e-2, 1e-1), "float16": (2e-3, 1e-2)}.get(
         dtype, (0, 0))
 
 
-def run_one(w, rounds, gen):
+def run_one(w, rounds, gen, with_compile=False):
     shape = w["shape"]
     dtype = w["dtype"]
     cpu = [laid_out(make_input(d, dtype, shape, gen), w["layout"], i)
@@ -322,9 +306,14 @@ def run_one(w, rounds, gen):
         call(lazy, lazy_out)
         lazyfuse.mark_step()
 
+    sides = {"eager": eager, "lazy": run_lazy}
+    if with_compile:
+        torch._dynamo.reset()  # one compiled function per workload, not guards piling up
+        compiled = torch.compile(call)
+        sides["compile"] = lambda: compiled(cpu, eager_out)
     for _ in range(2):  # warm up: record, compile, cache
-        eager()
-        run_lazy()
+        for side in sides.values():
+            side()
     rtol, atol = tolerance(dtype)
     # A fused kernel keeps Float between ops of 16-bit values (Note [Conversions round]) where
     # eager rounds after each, so a 16-bit chain is checked against the chain in float32.
@@ -338,17 +327,17 @@ def run_one(w, rounds, gen):
     except AssertionError as error:  # reported in the row and the table, not fatal
         mismatch = str(error).splitlines()[2] if len(str(error).splitlines()) > 2 else "differs"
     donated_before = lazyfuse.metrics().get("BuffersDonated", 0)
-    reps = {"eager": repeats_for(eager), "lazy": repeats_for(run_lazy)}
-    times = {"eager": [], "lazy": []}
+    reps = {key: repeats_for(side) for key, side in sides.items()}
+    times = {key: [] for key in sides}
     for _ in range(rounds):
-        times["eager"].append(timed(eager, reps["eager"]))
-        times["lazy"].append(timed(run_lazy, reps["lazy"]))
+        for key, side in sides.items():
+            times[key].append(timed(side, reps[key]))
     donated = lazyfuse.metrics().get("BuffersDonated", 0) > donated_before
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {k: w[k] for k in ("kind", "fn", "dtype", "layout", "size")} | {
-        "eager_ms": round(med["eager"], 4), "lazy_ms": round(med["lazy"], 4),
-        "lazy_vs_eager": round(med["eager"] / med["lazy"], 3), "out_donated": donated,
-        "mismatch": mismatch}
+    row = {k: w[k] for k in ("kind", "fn", "dtype", "layout", "size")}
+    row |= {f"{key}_ms": round(ms, 4) for key, ms in med.items()}
+    row |= {f"lazy_vs_{key}": round(med[key] / med["lazy"], 3) for key in med if key != "lazy"}
+    return row | {"out_donated": donated, "mismatch": mismatch}
 
 
 # Why a function stays below eager, where the reason is known. Keys: a kernel function, or
@@ -396,14 +385,24 @@ def reason_for(row):
     return "not yet explained"
 
 
+def ratio_cell(row):
+    """lazy/eager, and lazy/compile after a slash when the sweep ran torch.compile too."""
+    if "lazy_vs_compile" in row:
+        return f"{row['lazy_vs_eager']:.2f} / {row['lazy_vs_compile']:.2f}"
+    return f"{row['lazy_vs_eager']:.2f}"
+
+
 def write_markdown(result, path):
     rows = result["rows"]
+    with_compile = any("lazy_vs_compile" in r for r in rows)
     lines = [
         "# The per-function speed sweep (CPU)",
         "",
         "Written by `bench/kernel_sweep.py`; the figures are lazy / eager (above 1: lazyfuse's",
         "fused kernel is faster than ATen's op on the same data, output preallocated on both",
         "sides), medians of interleaved rounds. Raw numbers in `kernel_sweep.json`.",
+        "Each cell is lazy/eager" + (", then lazy/torch.compile (inductor, the same function "
+                                     "and `out=`)." if with_compile else "."),
         "",
         f"Machine: {result['machine']}, {result['cores']} cores, torch threads "
         f"{result['torch_threads']}; CPU busy before/after: {result['cpu_busy_before']:.0%} / "
@@ -428,7 +427,7 @@ def write_markdown(result, path):
                            and r["layout"] == l]
                     if not hit and fn in FUNCTIONS and FUNCTIONS[fn][2] in (INT, BOOL):
                         hit = [r for r in sel if r["fn"] == fn and r["layout"] == l]
-                    cells.append(f"{hit[0]['lazy_vs_eager']:.2f}" if hit else "")
+                    cells.append(ratio_cell(hit[0]) if hit else "")
                 lines.append(f"| {fn} | " + " | ".join(cells) + " |")
             lines.append("")
     differ = [r for r in rows if r.get("mismatch")]
@@ -461,34 +460,39 @@ def main():
     parser.add_argument("--full", action="store_true",
                         help="every dtype x layout x size for every kind (hours on 2 cores)")
     parser.add_argument("--only", default="", help="comma-separated kernel functions")
-    parser.add_argument("--dtypes", default=",".join(FLOAT_DTYPES))
-    parser.add_argument("--layouts", default=",".join(LAYOUTS))
-    parser.add_argument("--sizes", default=",".join(SIZES))
+    parser.add_argument("--dtypes", help=f"comma-separated, of {','.join(FLOAT_DTYPES)}")
+    parser.add_argument("--layouts", help=f"comma-separated, of {','.join(LAYOUTS)}")
+    parser.add_argument("--sizes", help=f"comma-separated, of {','.join(SIZES)}")
     parser.add_argument("--kinds", default="alone,chain3,pair")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile (inductor) as a third side, beside eager and lazy")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--json", default=str(DOCS / "kernel_sweep.json"))
     args = parser.parse_args()
     os.environ.setdefault("LAZYFUSE_FUSION", "always")
     names = args.only.split(",") if args.only else list(FUNCTIONS)
-    dtypes, layouts, sizes = args.dtypes.split(","), args.layouts.split(","), args.sizes.split(",")
+    kinds = args.kinds.split(",")
     if args.quick:
-        dtypes, layouts, sizes = ["float32"], ["contiguous"], ["4M"]
+        grid = workloads(names, ["float32"], ["contiguous"], ["4M"], kinds)
+    elif args.full or args.only or args.dtypes or args.layouts or args.sizes:
+        def chosen(value, default):
+            return value.split(",") if value else default
+        grid = workloads(names, chosen(args.dtypes, FLOAT_DTYPES), chosen(args.layouts, LAYOUTS),
+                         chosen(args.sizes, list(SIZES)), kinds)
+    else:
+        grid = standard_grid(names, kinds)
     gen = torch.Generator().manual_seed(0)
     busy_before = cpu_busy()
     rows = []
-    kinds = args.kinds.split(",")
-    if args.full or args.quick or args.only or "--dtypes" in sys.argv or "--layouts" in sys.argv \
-            or "--sizes" in sys.argv:
-        grid = workloads(names, dtypes, layouts, sizes, kinds)
-    else:
-        grid = standard_grid(names, kinds)
     for w in grid:
-        row = run_one(w, args.rounds, gen)
+        row = run_one(w, args.rounds, gen, args.compile)
         rows.append(row)
         flag = "  <1" if row["lazy_vs_eager"] < 1 else ""
+        extra = (f"  compile {row['compile_ms']:9.4f} ms  lazy/compile "
+                 f"{row['lazy_vs_compile']:6.2f}x" if args.compile else "")
         print(f"{row['kind']:6s} {row['fn']:18s} {row['dtype']:8s} {row['layout']:10s} "
               f"{row['size']:3s} eager {row['eager_ms']:9.4f} ms  lazy {row['lazy_ms']:9.4f} ms"
-              f"  {row['lazy_vs_eager']:6.2f}x{flag}", flush=True)
+              f"  lazy/eager {row['lazy_vs_eager']:6.2f}x{flag}{extra}", flush=True)
     result = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "machine": platform.processor() or platform.machine(),

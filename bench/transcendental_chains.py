@@ -27,6 +27,7 @@ import time
 import torch
 
 import lazyfuse
+from bench_timing import cpu_busy, timed
 
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
 N = 4 * 1024 * 1024
@@ -48,26 +49,6 @@ def sin_cos_2(a, b, c):
 
 
 WORKLOADS = {"sin_cos": sin_cos, "chain10": chain10, "sin_cos_2": sin_cos_2}
-
-
-def timed(fn, repeats):
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) * 1e3 / repeats
-
-
-def cpu_busy():
-    """Fraction of the machine's CPU time others used over one second (load next to the run)."""
-    def read():
-        with open("/proc/stat") as f:
-            parts = [int(v) for v in f.readline().split()[1:]]
-        return sum(parts), parts[3] + parts[4]
-
-    total0, idle0 = read()
-    time.sleep(1.0)
-    total1, idle1 = read()
-    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
 
 
 def main():

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -71,15 +72,11 @@ class BufferPool final : public c10::Allocator {
         ++hits_;
         return wrap(block, size);
       }
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
       ++misses_;
     }
     void* block = std::aligned_alloc(kHugePage, size);
-    if (block == nullptr) {
-      LF_CHECK(false, "out of memory: a plan buffer of ", nbytes, " bytes could not be allocated");
-    }
+    LF_CHECK(block != nullptr, "out of memory: a plan buffer of ", nbytes,
+             " bytes could not be allocated");
     if (size >= 2 * kHugePage) madvise(block, size, MADV_HUGEPAGE);
     return wrap(block, size);
   }
@@ -107,21 +104,17 @@ class BufferPool final : public c10::Allocator {
   }
 
  private:
+  /// The deleter's context: the DataPtr's deleter gets only this, not the data pointer.
   struct Block {
-    BufferPool* pool;
     void* data;
     size_t size;
   };
 
-  c10::DataPtr wrap(void* block, size_t size) {
-    return {block, new Block{this, block, size}, &BufferPool::giveBack, c10::Device(c10::kCPU)};
+  static c10::DataPtr wrap(void* block, size_t size) {
+    return {block, new Block{block, size}, &BufferPool::giveBack, c10::Device(c10::kCPU)};
   }
 
-  static void giveBack(void* context) {
-    const Block b = *static_cast<Block*>(context);
-    delete static_cast<Block*>(context);
-    b.pool->keep(b.data, b.size);
-  }
+  static void giveBack(void* context);
 
   void keep(void* block, size_t size) {
     {
@@ -146,6 +139,11 @@ class BufferPool final : public c10::Allocator {
 BufferPool& pool() {
   static BufferPool* instance = new BufferPool();  // never destroyed: tensors may outlive exit
   return *instance;
+}
+
+void BufferPool::giveBack(void* context) {
+  const std::unique_ptr<Block> block(static_cast<Block*>(context));
+  pool().keep(block->data, block->size);
 }
 
 }  // namespace

@@ -245,10 +245,8 @@ std::string CpuRenderer::loadExpr(const KInstr& instr) const {
 /// type just before it is stored unrounded (the rounding is a store and a load in this dialect).
 int32_t CpuRenderer::storedValue(const KStore& store) const {
   const KInstr& instr = k_.instrs[store.value];
-  const c10::ScalarType type = k_.buffers[store.buffer].dtype;
-  const bool rounds = instr.op == KOp::kUnary &&
-                      ((instr.fn == "round_to_half" && type == c10::ScalarType::Half) ||
-                       (instr.fn == "round_to_bfloat16" && type == c10::ScalarType::BFloat16));
+  const char* rounding = roundingFunction(k_.buffers[store.buffer].dtype);
+  const bool rounds = instr.op == KOp::kUnary && rounding != nullptr && instr.fn == rounding;
   return rounds ? instr.args[0] : store.value;
 }
 

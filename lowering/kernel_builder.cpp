@@ -128,15 +128,15 @@ KValue KernelBuilder::cast(KValue a, c10::ScalarType dtype) {
 // conversion between two such buffers (`y.copy_(x)`, Note [Conversions round]) would otherwise
 // round twice, and each rounding is a store and a load of 16 bits in the CPU code.
 bool KernelBuilder::alreadyRounded(const std::string& fn, KValue a) const {
-  const c10::ScalarType type =
-      fn == "round_to_half" ? c10::ScalarType::Half : c10::ScalarType::BFloat16;
   const KInstr& instr = kernel_.instrs.at(a);
-  if (instr.op == KOp::kLoad) return kernel_.buffers.at(instr.buffer).dtype == type;
-  return instr.op == KOp::kUnary && instr.fn == fn;
+  if (instr.op == KOp::kUnary) return instr.fn == fn;
+  if (instr.op != KOp::kLoad) return false;
+  const char* rounding = roundingFunction(kernel_.buffers.at(instr.buffer).dtype);
+  return rounding != nullptr && fn == rounding;
 }
 
 KValue KernelBuilder::unary(const std::string& fn, KValue a) {
-  if ((fn == "round_to_half" || fn == "round_to_bfloat16") && alreadyRounded(fn, a)) return a;
+  if (fn.rfind("round_to_", 0) == 0 && alreadyRounded(fn, a)) return a;
   KInstr instr;
   instr.op = KOp::kUnary;
   instr.fn = fn;

@@ -81,6 +81,12 @@ void checkInstr(const Kernel& k, int32_t i) {
 
 }  // namespace
 
+const char* roundingFunction(c10::ScalarType dtype) {
+  if (dtype == c10::ScalarType::Half) return "round_to_half";
+  if (dtype == c10::ScalarType::BFloat16) return "round_to_bfloat16";
+  return nullptr;
+}
+
 int kernelFunctionArity(const std::string& fn) {
   for (const KernelFunction& entry : kKernelFunctions) {
     if (fn == entry.name) return entry.arity;

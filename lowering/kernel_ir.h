@@ -147,6 +147,9 @@ struct Kernel {
 int64_t domainNumel(const Kernel& kernel);
 /// Arguments of kernel function `fn` (Note [Kernel functions]), or 0 when there is no such one.
 int kernelFunctionArity(const std::string& fn);
+/// The kernel function that rounds a Float to the nearest value a `dtype` buffer holds
+/// ("round_to_half", "round_to_bfloat16"), or nullptr when `dtype` is neither Half nor BFloat16.
+const char* roundingFunction(c10::ScalarType dtype);
 /// Asserts that `kernel` is well formed: SSA order, scopes, buffers, arities, a C name.
 void checkKernel(const Kernel& kernel);
 /// Elements one point of the kernel visits: itself plus every element its reductions fold.

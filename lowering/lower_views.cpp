@@ -228,9 +228,8 @@ bool lowerSelectScatter(LoweringCall& call) {
 
 /// `value` (in its compute type) rounded to what `dtype` holds, when `dtype` is Half or BFloat16.
 KValue roundTo(KernelBuilder& ops, KValue value, ScalarType dtype) {
-  if (dtype != ScalarType::Half && dtype != ScalarType::BFloat16) return value;
-  return ops.unary(dtype == ScalarType::Half ? "round_to_half" : "round_to_bfloat16",
-                   ops.cast(value, ScalarType::Float));
+  const char* rounding = roundingFunction(dtype);
+  return rounding == nullptr ? value : ops.unary(rounding, ops.cast(value, ScalarType::Float));
 }
 
 /// Argument `arg` of `call` converted to the output's dtype (Note [Conversions round]).

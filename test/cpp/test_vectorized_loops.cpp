@@ -11,6 +11,7 @@
 // test holds them to it, so the list (and docs/kernel_sweep.md) is updated when one changes.
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_compiler.h"
+#include "lowering/kernel_builder.h"
 #include "test/cpp/kernel_test_builder.h"
 
 #include <gtest/gtest.h>
@@ -58,22 +59,6 @@ const std::map<std::string, std::string> kScalarFunctions = {
     {"remainder", "fmod plus a sign correction; see fmod"},
 };
 
-bool returnsBool(const std::string& fn) {
-  static const std::set<std::string> names = {"eq",    "ne",          "lt",          "le",
-                                              "gt",    "ge",          "isnan",       "isinf",
-                                              "logical_not", "logical_and", "logical_or",
-                                              "logical_xor"};
-  return names.count(fn) > 0;
-}
-
-int arity(const std::string& fn) {
-  if (fn == "bitwise_not" || fn == "logical_not") return 1;
-  for (const std::string& name : kFloatUnary) {
-    if (name == fn) return 1;
-  }
-  return 2;
-}
-
 /// How a kernel of the corpus reads its inputs over a [64, 64] domain.
 enum class Layout { kContiguous, kTransposed, kBroadcast };
 
@@ -96,7 +81,7 @@ Case makeCase(const std::string& fn, ScalarType dtype, Layout layout, const std:
   const IxPtr transposed = ixOffset({ixVar(0), ixVar(1)}, {1, 64});
   const IxPtr row = ixVar(1);
   std::vector<int32_t> args;
-  for (int i = 0; i < arity(fn); ++i) {
+  for (int i = 0; i < kernelFunctionArity(fn); ++i) {
     const int32_t in = b.buffer(dtype, false);
     IxPtr index = flat;
     if (layout == Layout::kTransposed) index = transposed;

@@ -1,0 +1,26 @@
+"""Timing helpers shared by the CPU benchmark scripts in bench/ (imported by plain name: a script
+run as `python bench/<name>.py` has bench/ on its path)."""
+
+import time
+
+
+def timed(fn, repeats):
+    """Milliseconds per call of `fn`, over `repeats` calls in a row."""
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - start) * 1e3 / repeats
+
+
+def cpu_busy(seconds=1.0):
+    """Fraction of the machine's CPU time used over `seconds`: measured before and after a run,
+    it shows the load that other processes put next to it."""
+    def read():
+        with open("/proc/stat") as f:
+            parts = [int(v) for v in f.readline().split()[1:]]
+        return sum(parts), parts[3] + parts[4]
+
+    total0, idle0 = read()
+    time.sleep(seconds)
+    total1, idle1 = read()
+    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
