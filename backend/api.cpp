@@ -17,10 +17,20 @@
 
 namespace lazyfuse {
 
-void runMarkStep() {
+void syncAllLive() {
   checkBackend();
   syncLiveTensors();
+}
+
+void runMarkStep() {
+  syncAllLive();
   metrics::mark_steps.add();
+}
+
+void manualSeed(int64_t seed) {
+  at::Generator gen = at::globalContext().defaultGenerator(hardwareDevice());
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(static_cast<uint64_t>(seed));
 }
 
 namespace {
@@ -29,10 +39,7 @@ void syncTensors(at::TensorList tensors) {
   checkBackend();
   std::vector<c10::intrusive_ptr<LazyData>> data;
   for (const at::Tensor& t : tensors) {
-    LazyTensorImpl* impl = lazyImpl(t);
-    LF_CHECK(impl != nullptr, "sync: expected lazy tensors, got a ",
-             t.defined() ? t.device().str() : std::string("undefined"), " tensor");
-    data.push_back(impl->dataPtr());
+    data.push_back(lazyImplOrRaise(t, "sync: expected lazy tensors").dataPtr());
   }
   syncData(data);
 }
@@ -55,17 +62,8 @@ std::string dumpIr(at::TensorList tensors, c10::string_view format) {
 
 std::string hardwareDeviceName() { return hardwareDevice().str(); }
 
-void manualSeed(int64_t seed) {
-  at::Generator gen = at::globalContext().defaultGenerator(hardwareDevice());
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_current_seed(static_cast<uint64_t>(seed));
-}
-
 int64_t tensorId(const at::Tensor& tensor) {
-  LazyTensorImpl* impl = lazyImpl(tensor);
-  LF_CHECK(impl != nullptr, "tensor_id: expected a lazy tensor, got a ",
-           tensor.defined() ? tensor.device().str() : std::string("undefined"), " tensor");
-  return impl->data().id();
+  return lazyImplOrRaise(tensor, "tensor_id: expected a lazy tensor").data().id();
 }
 
 std::vector<int64_t> bufferPoolStatsOp() {

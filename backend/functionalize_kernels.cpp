@@ -27,6 +27,15 @@ bool involvesLazy(const c10::IValue& value) {
   return lazy;
 }
 
+/// Whether the call whose arguments are the last `num_args` entries of `stack` has a lazy
+/// tensor (alone, in a list, or wrapped for functionalization) or the lazy device among them.
+bool callInvolvesLazy(const torch::jit::Stack& stack, size_t num_args) {
+  for (size_t k = stack.size() - num_args; k < stack.size(); ++k) {
+    if (involvesLazy(stack[k])) return true;
+  }
+  return false;
+}
+
 class LazyOnly final : public c10::OperatorKernel {
  public:
   LazyOnly(c10::KernelFunction ours, const c10::SafeKernelFunction& pytorch, size_t num_args)
@@ -45,13 +54,6 @@ class LazyOnly final : public c10::OperatorKernel {
 };
 
 }  // namespace
-
-bool callInvolvesLazy(const torch::jit::Stack& stack, size_t num_args) {
-  for (size_t k = stack.size() - num_args; k < stack.size(); ++k) {
-    if (involvesLazy(stack[k])) return true;
-  }
-  return false;
-}
 
 void implLazyOnFunctionalize(torch::Library& functionalize_lib, const c10::OperatorHandle& op,
                              c10::KernelFunction kernel) {

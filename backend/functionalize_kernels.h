@@ -31,8 +31,4 @@ void implLazyOnFunctionalize(torch::Library& functionalize_lib, const c10::Opera
 /// its own (an op implLazyOnFunctionalize registered).
 const c10::SafeKernelFunction& pytorchFunctionalizeKernel(const c10::OperatorHandle& op);
 
-/// Whether the call whose arguments are the last `num_args` entries of `stack` has a lazy
-/// tensor (alone, in a list, or wrapped for functionalization) or the lazy device among them.
-bool callInvolvesLazy(const torch::jit::Stack& stack, size_t num_args);
-
 }  // namespace lazyfuse

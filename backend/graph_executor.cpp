@@ -375,10 +375,7 @@ std::string dumpGraph(c10::ArrayRef<at::Tensor> tensors, const std::string& form
            "dump_ir: format must be 'text', 'dot' or 'plan', got '", format, "'");
   std::vector<Value> roots;
   for (const at::Tensor& t : tensors) {
-    LazyTensorImpl* impl = lazyImpl(t);
-    LF_CHECK(impl != nullptr, "dump_ir: expected lazy tensors, got a ",
-             t.defined() ? t.device().str() : std::string("undefined"), " tensor");
-    roots.push_back(impl->data().asInput());
+    roots.push_back(lazyImplOrRaise(t, "dump_ir: expected lazy tensors").data().asInput());
   }
   Graph graph = Graph::fromRoots(roots);
   if (format == "plan") return printPlan(graph, lowerForTarget(graph));

@@ -429,6 +429,13 @@ LazyTensorImpl* lazyImpl(const at::Tensor& tensor) {
   return dynamic_cast<LazyTensorImpl*>(tensor.unsafeGetTensorImpl());
 }
 
+LazyTensorImpl& lazyImplOrRaise(const at::Tensor& tensor, const char* expected) {
+  LazyTensorImpl* impl = lazyImpl(tensor);
+  LF_CHECK(impl != nullptr, expected, ", got a ",
+           tensor.defined() ? tensor.device().str() : std::string("undefined"), " tensor");
+  return *impl;
+}
+
 at::Tensor makeLazyTensor(Value value) {
   TensorMeta meta = value.meta();
   return at::Tensor(c10::make_intrusive<LazyTensorImpl>(LazyData::pending(std::move(value)), meta));

@@ -104,6 +104,9 @@ class LazyTensorImpl final : public c10::TensorImpl {
 /// The LazyTensorImpl under `tensor`, unwrapping (and syncing) a functional wrapper; nullptr when
 /// `tensor` is not a lazy tensor.
 LazyTensorImpl* lazyImpl(const at::Tensor& tensor);
+/// lazyImpl(tensor), or an error "<expected>, got a <device> tensor" when it is not lazy (for
+/// the API functions that take only lazy tensors).
+LazyTensorImpl& lazyImplOrRaise(const at::Tensor& tensor, const char* expected);
 
 /// Makes the `num_results` lazy tensors at the end of `stack`, returned by the *_copy op that
 /// stands for `view_op` called with `args`, report the strides and storage offset eager gives that

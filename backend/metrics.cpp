@@ -39,20 +39,12 @@ Timer::Timer(std::string name) : name_(std::move(name)) {
   registry().timers.push_back(this);
 }
 
-void Timer::add(int64_t ns) {
-  const auto now = std::chrono::steady_clock::now().time_since_epoch();
-  data_->AddSample(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(),
-                   static_cast<double>(ns));
-}
+void Timer::add(int64_t ns) { data_->AddSample(torch::lazy::NowNs(), static_cast<double>(ns)); }
 
 int64_t Timer::count() const { return static_cast<int64_t>(data_->TotalSamples()); }
 int64_t Timer::totalNs() const { return static_cast<int64_t>(data_->Accumulator()); }
-void Timer::reset() { data_->Reset(); }
 
-ScopedTimer::~ScopedTimer() {
-  auto elapsed = std::chrono::steady_clock::now() - start_;
-  timer_.add(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
-}
+ScopedTimer::~ScopedTimer() { timer_.add(torch::lazy::NowNs() - start_ns_); }
 
 Counter& counterNamed(const std::string& name) {
   Registry& r = registry();

@@ -13,7 +13,6 @@
 
 #include <torch/csrc/lazy/core/metrics.h>
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,7 +26,6 @@ class Counter {
   explicit Counter(std::string name);
   void add(int64_t delta = 1) { data_->AddValue(delta); }
   int64_t value() const { return data_->Value(); }
-  void reset() { data_->Reset(); }
   const std::string& name() const { return name_; }
 
  private:
@@ -41,7 +39,6 @@ class Timer {
   void add(int64_t ns);
   int64_t count() const;
   int64_t totalNs() const;
-  void reset();
   const std::string& name() const { return name_; }
 
  private:
@@ -51,14 +48,14 @@ class Timer {
 
 class ScopedTimer {
  public:
-  explicit ScopedTimer(Timer& timer) : timer_(timer), start_(std::chrono::steady_clock::now()) {}
+  explicit ScopedTimer(Timer& timer) : timer_(timer), start_ns_(torch::lazy::NowNs()) {}
   ~ScopedTimer();
   ScopedTimer(const ScopedTimer&) = delete;
   ScopedTimer& operator=(const ScopedTimer&) = delete;
 
  private:
   Timer& timer_;
-  std::chrono::steady_clock::time_point start_;
+  int64_t start_ns_;
 };
 
 /// The counter with this name, made on first use (for names only known at run time).

@@ -25,41 +25,8 @@ namespace {
 
 namespace F = at::functionalization::impl;
 
-/// Whether `t` is a view made through a view op whose functionalization inverse does not put the
-/// view's elements back where they came from (Note [Writes into views that overlap themselves]).
-bool madeThroughUnscatterableView(const at::Tensor& t) {
-  for (const auto& meta : F::unsafeGetFunctionalWrapper(t)->view_metas()) {
-    if (meta->is_as_strided) return true;
-    // PyTorch generates one ViewMeta class per view op, named after it.
-    const std::string_view name = typeid(*meta).name();
-    for (const char* op : {"unfold_ViewMeta", "expand_ViewMeta"}) {
-      if (name.find(op) != std::string_view::npos) return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
-at::Tensor writtenOnMemory(const OpTraits& traits, const torch::jit::Stack& args) {
-  at::Tensor overlapping;
-  const c10::StorageImpl* storage = nullptr;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (!traits.written[i]) continue;
-    if (!args[i].isTensor() || !hasFunctionalStorage(args[i].toTensor())) return at::Tensor();
-    const at::Tensor& t = args[i].toTensor();
-    if (storage != nullptr && storageOf(t) != storage) return at::Tensor();
-    storage = storageOf(t);
-    if (!overlapping.defined() && (mayOverlapItself(t) || madeThroughUnscatterableView(t))) {
-      overlapping = t;
-    }
-  }
-  for (int arg : traits.returns_arg) {
-    if (arg < 0) return at::Tensor();
-  }
-  return overlapping;
-}
-
+/// Whether two elements of `t` may share memory: a zero stride over more than one element, or
+/// strides (sorted) that do not step over the extent of the smaller ones.
 bool mayOverlapItself(const at::Tensor& t) {
   if (t.numel() <= 1) return false;
   // (|stride|, size) of the dims with more than one element; on the stack: every lazy in-place
@@ -79,6 +46,41 @@ bool mayOverlapItself(const at::Tensor& t) {
   return false;
 }
 
+/// Whether `t` is a view made through a view op whose functionalization inverse does not put the
+/// view's elements back where they came from (Note [Writes into views that overlap themselves]).
+bool madeThroughUnscatterableView(const at::Tensor& t) {
+  for (const auto& meta : F::unsafeGetFunctionalWrapper(t)->view_metas()) {
+    if (meta->is_as_strided) return true;
+    // PyTorch generates one ViewMeta class per view op, named after it.
+    const std::string_view name = typeid(*meta).name();
+    for (const char* op : {"unfold_ViewMeta", "expand_ViewMeta"}) {
+      if (name.find(op) != std::string_view::npos) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+at::Tensor writtenOnMemory(const OpTraits& traits, const torch::jit::Stack& args) {
+  for (int arg : traits.returns_arg) {
+    if (arg < 0) return at::Tensor();  // the op returns a new tensor: not a write on memory
+  }
+  at::Tensor overlapping;
+  const c10::StorageImpl* storage = nullptr;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!traits.written[i]) continue;
+    if (!args[i].isTensor() || !hasFunctionalStorage(args[i].toTensor())) return at::Tensor();
+    const at::Tensor& t = args[i].toTensor();
+    if (storage != nullptr && storageOf(t) != storage) return at::Tensor();
+    storage = storageOf(t);
+    if (!overlapping.defined() && (mayOverlapItself(t) || madeThroughUnscatterableView(t))) {
+      overlapping = t;
+    }
+  }
+  return overlapping;
+}
+
 void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
                    const at::Tensor& written, torch::jit::Stack* stack) {
   const size_t num_args = traits.written.size();
@@ -96,8 +98,16 @@ void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
     return hasFunctionalStorage(t) && storageOf(t) == storage_key;
   };
 
-  // The other lazy tensors' values first (syncing them may run graphs), then the storage laid
-  // out as eager lays it out.
+  // The other lazy tensors' values and the base's first, in one sync (it may run a graph),
+  // then the storage laid out as eager lays it out.
+  std::vector<c10::intrusive_ptr<LazyData>> values;
+  for (const c10::IValue& v : args) {
+    forEachTensor(v, [&](const at::Tensor& t) {
+      if (t.defined() && isLazy(t) && !in_storage(t)) values.push_back(lazyImpl(t)->dataPtr());
+    });
+  }
+  values.push_back(lazyImpl(base)->dataPtr());
+  syncData(values);
   torch::jit::Stack call;
   int64_t span = endElement(base);
   for (const c10::IValue& v : args) {

@@ -30,10 +30,6 @@
 
 namespace lazyfuse {
 
-/// Whether two elements of `t` may share memory: a zero stride over more than one element, or
-/// strides (sorted) that do not step over the extent of the smaller ones.
-bool mayOverlapItself(const at::Tensor& t);
-
 /// The written tensor through which a call's write must run on memory (Note [Writes into views
 /// that overlap themselves]); undefined when the call is not one for writeOnMemory. It is one:
 /// every written argument a single functional lazy tensor of one storage, one of them

@@ -23,13 +23,10 @@
 #include "backend/metrics.h"
 #include "lazy_ir/check.h"
 
-#include <ATen/Context.h>
-#include <ATen/core/Generator.h>
 #include <torch/csrc/lazy/backend/backend_interface.h>
 #include <torch/csrc/lazy/core/lazy_graph_executor.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -55,11 +52,7 @@ class Backend final : public torch::lazy::BackendImplInterface {
  public:
   void PrepareToExit() const override {}
 
-  void SetRngSeed(size_t seed) const override {
-    at::Generator gen = at::globalContext().defaultGenerator(hardwareDevice());
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_current_seed(static_cast<uint64_t>(seed));
-  }
+  void SetRngSeed(size_t seed) const override { manualSeed(static_cast<int64_t>(seed)); }
 
   std::shared_ptr<torch::lazy::BackendDeviceType> GetDefaultDeviceType() const override {
     return std::make_shared<HardwareDeviceType>(hardwareDevice().type());
@@ -138,9 +131,9 @@ class Executor final : public torch::lazy::LazyGraphExecutor {
     if (device != nullptr) {
       LF_CHECK(device->ordinal() == 0, "lazy has a single device, got ", device->toString());
     }
-    checkBackend();
-    syncLiveTensors();
+    syncAllLive();
   }
+  // torch._lazy.mark_step calls SyncLiveTensorsGraph, then this: runMarkStep() in two halves.
   void MarkStep(const torch::lazy::BackendDevice& /*device*/) override {
     metrics::mark_steps.add();
   }
@@ -148,8 +141,9 @@ class Executor final : public torch::lazy::LazyGraphExecutor {
 
 Backend* ourBackend = nullptr;
 
-// Registers both at load, unless another backend got there first (see checkBackend()).
-const bool registered = [] {
+// Registers both at load, unless another backend got there first (see checkBackend()); then
+// ourBackend stays null.
+[[maybe_unused]] const bool registered = [] {
   if (torch::lazy::hasBackend()) return false;
   ourBackend = new Backend();  // never destroyed: torch keeps the pointers
   static torch::lazy::BackendRegistrar registrar(ourBackend);
@@ -160,7 +154,7 @@ const bool registered = [] {
 }  // namespace
 
 void checkBackend() {
-  LF_CHECK(registered && torch::lazy::getBackend() == ourBackend,
+  LF_CHECK(ourBackend != nullptr && torch::lazy::getBackend() == ourBackend,
            "torch._lazy.ts_backend.init() has been called: the TorchScript lazy backend has taken "
            "over the Lazy device, so lazyfuse cannot run; start a new process without calling it");
 }

@@ -98,7 +98,7 @@ Extents extentsOf(const c10::OperatorHandle& op, const OpTraits& traits,
       if (written && overlapsItself(t)) aliasing.any = aliasing.overlaps_itself = true;
       const int64_t item = static_cast<int64_t>(t.element_size());
       const int64_t begin = storageOffsetOf(t) * item;
-      int64_t end = t.numel() == 0 ? begin : endElement(t) * item;
+      int64_t end = endElement(t) * item;
       if (written && out) end = std::numeric_limits<int64_t>::max();
       extents.push_back({storageOf(t), t.unsafeGetTensorImpl(), begin, end, i, element, written});
     });
@@ -292,16 +292,12 @@ WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& tra
 // inverse sums over the expanded dimensions), so such a write runs on memory once eager's own
 // overlap checks have passed (Note [Writes into views that overlap themselves]). Only a write
 // into a tensor list that overlaps itself, which that path does not take, raises an error of
-// ours instead of wrong numbers. Pinned by test_write_errors.py::test_write_into_expanded_*.
+// ours instead of wrong numbers (in writeKernel, after these checks). Pinned by
+// test_write_errors.py::test_write_into_expanded_*.
 void checkOverlapsLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
                             const torch::jit::Stack& args, const WriteAliasing& aliasing,
-                            HashValue key, bool on_memory) {
-  if (!aliasing.any) return;
-  runEagerOverlapChecks(op, traits, args, key);
-  TORCH_CHECK(!aliasing.overlaps_itself || on_memory, traits.name,
-              ": the lazy device does not support writing into a tensor whose elements share "
-              "memory (a view made by expand, or with a zero stride); eager PyTorch deprecates "
-              "it. Write into the tensor it was expanded from, or into a clone.");
+                            HashValue key) {
+  if (aliasing.any) runEagerOverlapChecks(op, traits, args, key);
 }
 
 }  // namespace lazyfuse

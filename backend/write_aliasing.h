@@ -36,13 +36,11 @@ WriteAliasing writeAliasingOf(const c10::OperatorHandle& op, const OpTraits& tra
                               const torch::jit::Stack& args);
 
 /// For a call whose written tensors may overlap (`aliasing.any`), raises eager's "unsupported
-/// operation" error when eager refuses the overlap, and ours for a write into a tensor that
-/// overlaps itself, which eager allows for some ops, unless the call is written `on_memory`
-/// (Note [Writes into expanded tensors]). `key`
+/// operation" error when eager refuses the overlap (Note [Writes into expanded tensors]). `key`
 /// is the call's metadata without its aliasing; a call that passes eager's checks is remembered
 /// under it and its aliasing, and not run on stand-ins again.
 void checkOverlapsLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
                             const torch::jit::Stack& args, const WriteAliasing& aliasing,
-                            HashValue key, bool on_memory);
+                            HashValue key);
 
 }  // namespace lazyfuse

@@ -341,7 +341,13 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const at::Tensor on_memory = writtenOnMemory(traits, args);
   if (!mixes_devices) {
     // See Note [Overlapping writes].
-    checkOverlapsLikeEager(op, traits, args, aliasing, key, on_memory.defined());
+    checkOverlapsLikeEager(op, traits, args, aliasing, key);
+    // Note [Writes into expanded tensors]: what does not run on memory cannot write into a
+    // tensor whose elements share memory.
+    TORCH_CHECK(!aliasing.overlaps_itself || on_memory.defined(), traits.name,
+                ": the lazy device does not support writing into a tensor whose elements share "
+                "memory (a view made by expand, or with a zero stride); eager PyTorch deprecates "
+                "it. Write into the tensor it was expanded from, or into a clone.");
     checkLikeEager(op, traits, args, key);
   }
   if (on_memory.defined()) {

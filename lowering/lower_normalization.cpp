@@ -113,8 +113,7 @@ bool lowerLayerNormBackward(LoweringCall& call) {
 
 }  // namespace
 
-bool lowerNormalization(LoweringCall& call, const std::string& op,
-                        const std::string& /*overload*/) {
+bool lowerNormalization(LoweringCall& call, const std::string& op) {
   if (op == "native_layer_norm" && call.out(1).numel() > 0) return lowerLayerNorm(call);
   if (op == "native_layer_norm_backward") return lowerLayerNormBackward(call);
   return false;

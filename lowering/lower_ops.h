@@ -13,7 +13,7 @@ bool lowerPointwise(LoweringCall& call, const std::string& op, const std::string
 bool lowerView(LoweringCall& call, const std::string& op, const std::string& overload);
 bool lowerConstant(LoweringCall& call, const std::string& op, const std::string& overload);
 bool lowerReduction(LoweringCall& call, const std::string& op, const std::string& overload);
-bool lowerNormalization(LoweringCall& call, const std::string& op, const std::string& overload);
+bool lowerNormalization(LoweringCall& call, const std::string& op);
 bool lowerForeach(LoweringCall& call, const std::string& op, const std::string& overload);
 
 }  // namespace lazyfuse

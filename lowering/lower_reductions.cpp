@@ -226,7 +226,7 @@ bool lowerReduction(LoweringCall& call, const std::string& op, const std::string
   if (op == "_log_softmax") return lowerSoftmax(call, true);
   if (op == "_softmax_backward_data") return lowerSoftmaxBackward(call, false);
   if (op == "_log_softmax_backward_data") return lowerSoftmaxBackward(call, true);
-  return lowerNormalization(call, op, overload);
+  return lowerNormalization(call, op);
 }
 
 }  // namespace lazyfuse

@@ -99,6 +99,10 @@ class ReadProbe final : public LoopContext {
   std::unordered_map<std::string, KValue> memo_;
 };
 
+// What a user can do about an internal error in lowering or kernel generation.
+constexpr const char* kFailureHint =
+    "(LAZYFUSE_DUMP=ir writes the graph, LAZYFUSE_FUSION=0 runs it without fusion): ";
+
 class Partitioner {
  public:
   explicit Partitioner(const Graph& graph) : graph_(graph), p_(graph.nodes().size()) {}
@@ -113,8 +117,7 @@ class Partitioner {
       // The lowerings' closures run here; an error of ours in them names the graph. See Note
       // [Loud lowering errors].
       LF_INTERNAL_ASSERT(false, "generating the kernels of graph 0x", std::hex, graph_.hash(),
-                         std::dec, " failed (LAZYFUSE_DUMP=ir writes the graph, "
-                         "LAZYFUSE_FUSION=0 runs it without fusion): ", e.what_without_backtrace());
+                         std::dec, " failed ", kFailureHint, e.what_without_backtrace());
     }
   }
 
@@ -169,8 +172,8 @@ class Partitioner {
       LF_INTERNAL_ASSERT(std::string_view(e.what()).find(kInternalErrorPrefix) ==
                              std::string_view::npos,
                          "lowering ", node.opName(), " (node %", pos, ") of graph 0x", std::hex,
-                         graph_.hash(), std::dec, " failed (LAZYFUSE_DUMP=ir writes the graph, "
-                         "LAZYFUSE_FUSION=0 runs it without fusion): ", e.what_without_backtrace());
+                         graph_.hash(), std::dec, " failed ", kFailureHint,
+                         e.what_without_backtrace());
       ok = false;
     }
     if (!ok) p_.loops.nodes.resize(before);  // drop what a declined lowering had made
