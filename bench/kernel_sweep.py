@@ -216,9 +216,9 @@ def workloads(names, dtypes, layouts, sizes, kinds):
 
 
 def standard_grid(names, kinds):
-    """The default sweep (~5 min on 2 cores with a warm kernel cache): every function alone and in a chain over the three
-    float dtypes, contiguous, 4M; alone over float32 transposed and broadcast, 4M, and contiguous
-    4K; the pairs over the three dtypes, contiguous, 4M."""
+    """The default sweep (~5 min on 2 cores with a warm kernel cache): every function alone and
+    in a chain over the three float dtypes, contiguous, 4M; alone over float32 transposed and
+    broadcast, 4M, and contiguous 4K; the pairs over the three dtypes, contiguous, 4M."""
     fn_kinds = [k for k in kinds if k != "pair"]
     yield from workloads(names, FLOAT_DTYPES, ["contiguous"], ["4M"], fn_kinds)
     if "alone" in kinds:
@@ -400,7 +400,8 @@ def write_markdown(result, path):
         "",
         "Written by `bench/kernel_sweep.py`; the figures are lazy / eager (above 1: lazyfuse's",
         "fused kernel is faster than ATen's op on the same data, output preallocated on both",
-        "sides), medians of interleaved rounds. Raw numbers in `kernel_sweep.json`.",
+        "sides), medians of interleaved rounds. Raw numbers in "
+        f"`{path.with_suffix('.json').name}`.",
         "Each cell is lazy/eager" + (", then lazy/torch.compile (inductor, the same function "
                                      "and `out=`)." if with_compile else "."),
         "",
