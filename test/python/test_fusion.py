@@ -406,8 +406,8 @@ def _transparent_huge_pages_mode():
 @pytest.mark.skipif(os.environ.get("LAZYFUSE_CUDA_EMULATION", "") not in ("", "0", "off"),
                     reason="the CUDA emulation allocates its outputs itself")
 def test_large_kernel_outputs_are_advised_huge_pages():
-    # See Note [Huge pages for kernel outputs]: a 64 MiB output is advised to be written through
-    # 2 MiB pages (all of it but the partial 2 MiB pages at its ends).
+    # See Note [Buffer pool]: a 64 MiB output is advised to be written through 2 MiB pages (all
+    # of it but the partial 2 MiB pages at its ends).
     x = torch.randn(4096, 4096).to("lazy")
     lazyfuse.mark_step()
     before = _huge_page_advised_bytes()
