@@ -370,7 +370,7 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
     }
   }
   for (const auto& [fused, d] : state.taken) {
-    const uint32_t position = fused->buffers.at(d->input).value.position;
+    const uint32_t position = donorOf(*fused, *d).value.position;
     if (nodes[position]->kind() == OpKind::kDeviceData) run->data_donations.emplace_back(fused, d);
   }
   run->donated = state.donated;

@@ -91,7 +91,7 @@ at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& 
 
 bool mayDonate(const FusedKernel& fused, const Donation& d, const Graph& graph,
                PlanValues& values, c10::Device device) {
-  const BufferBinding& in = fused.buffers.at(d.input);
+  const BufferBinding& in = donorOf(fused, d);
   const bool device_data = graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData;
   if (device_data && !values.donation->free_data.at(in.value.position)) return false;
   return donatable(bindingSlot(in, graph, values), fused.buffers.at(d.output).meta, device, d,
@@ -104,8 +104,8 @@ at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& gr
   if (values.donation && donationEnabled()) {
     for (const Donation& d : fused.donations) {
       if (static_cast<size_t>(d.output) != buffer) continue;
-      if (!mayDonate(fused, d, graph, values, device)) break;
-      const BufferBinding& in = fused.buffers.at(d.input);
+      if (!mayDonate(fused, d, graph, values, device)) continue;
+      const BufferBinding& in = donorOf(fused, d);
       ++values.donation->donated;
       if (graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData) {
         ++values.donation->donated_data;

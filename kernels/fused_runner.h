@@ -34,9 +34,9 @@ struct PlanValues {
 /// The slot of `b`'s value (or temporary) in `values`.
 at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& values);
 
-/// Memory for output buffer `buffer` of `fused`: the input it may take (Note [Donated buffers])
-/// when nothing but the plan holds that input, else a new tensor on `device` (on the CPU, from
-/// the buffer pool: Note [Buffer pool]).
+/// Memory for output buffer `buffer` of `fused`: the first donor it may take (Note [Donated
+/// buffers]) when nothing but the plan holds that donor's memory, else a new tensor on `device`
+/// (on the CPU, from the buffer pool: Note [Buffer pool]).
 at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& graph,
                         PlanValues& values, c10::Device device);
 

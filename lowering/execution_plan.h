@@ -37,11 +37,13 @@ struct ParamBinding {
 };
 
 /// Output buffer `output` of a kernel may be written into the memory of its input buffer
-/// `input`, when at run time nothing but the plan holds that memory. See Note [Donated buffers].
+/// `input`, or of device data `unread` that no step of the plan reads, when at run time nothing
+/// but the plan holds that memory. See Note [Donated buffers].
 struct Donation {
   int32_t output = -1;
-  int32_t input = -1;
-  /// Positions of the other device data sharing the input's storage, none used after this step.
+  int32_t input = -1;  // -1: `unread` is the donor
+  BufferBinding unread;
+  /// Positions of the other device data sharing the donor's storage, none used after this step.
   std::vector<uint32_t> sharers;
 };
 
@@ -52,6 +54,12 @@ struct FusedKernel {
   int64_t grain = 1;                   // points per task when split across threads
   std::vector<Donation> donations;
 };
+
+/// The binding whose memory donation `d` of `fused` gives: one of the kernel's input buffers, or
+/// device data the plan does not read.
+inline const BufferBinding& donorOf(const FusedKernel& fused, const Donation& d) {
+  return d.input >= 0 ? fused.buffers.at(d.input) : d.unread;
+}
 
 /// Kernels that differ only in their sizes and in which buffers and parameters they bind: on a
 /// GPU they run as one multi-tensor launch. See Note [Kernel batches].

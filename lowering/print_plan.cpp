@@ -41,7 +41,7 @@ void printKernel(std::ostream& out, const FusedKernel& k) {
     for (const Donation& d : k.donations) {
       if (static_cast<size_t>(d.output) != i) continue;
       out << " (may take ";
-      printBinding(out, k.buffers.at(d.input));
+      printBinding(out, donorOf(k, d));
       out << ")";
     }
   }

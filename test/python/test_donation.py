@@ -122,6 +122,44 @@ def test_cpu_tensor_a_lazy_tensor_was_made_from_keeps_its_values():
     torch.testing.assert_close(to_cpu(x), kept + 1)
 
 
+def test_output_written_into_the_tensor_it_overwrites():
+    # out.copy_(f(x)) records copy(old out, f(x)); nothing reads the old value, so the kernel
+    # writes f(x) into its memory, as eager's `out=` does (an input the kernel reads comes
+    # first, but the user still holds x and y).
+    t, u = base((64, 33)), base((64, 33), seed=1)
+    x, y = on_lazy(t), on_lazy(u)
+    out = on_lazy(torch.zeros(64, 33))
+    steps = 3
+    for step in range(steps):
+        out.copy_(x * step + y)
+        lazyfuse.mark_step()
+        torch.testing.assert_close(to_cpu(out), t * step + u)
+    assert donated() == steps
+    torch.testing.assert_close(to_cpu(x), t)
+    torch.testing.assert_close(to_cpu(y), u)
+
+
+def test_overwritten_tensor_a_pending_value_still_reads_keeps_its_values():
+    t = base((32, 16))
+    out = on_lazy(t)
+    saved = out * 2  # pending: reads the value out.copy_ replaces
+    out.copy_(torch.ones(32, 16, device=LAZY))
+    lazyfuse.sync(out)
+    assert donated() == 0
+    torch.testing.assert_close(to_cpu(saved), t * 2)
+    torch.testing.assert_close(to_cpu(out), torch.ones(32, 16))
+
+
+def test_overwritten_tensor_of_another_layout_gets_new_memory():
+    t = base((16, 8))
+    x = on_lazy(t)
+    out = on_lazy(torch.zeros(8, 16)).t()  # strides (1, 16): not the kernel's layout
+    out.copy_(x.exp())
+    lazyfuse.mark_step()
+    torch.testing.assert_close(to_cpu(out), t.exp())
+    assert out.stride() == (1, 16)
+
+
 @pytest.mark.parametrize("alias", ["detach", "data", "view", "slice"])
 def test_aliases_of_an_updated_tensor_follow_eager(alias):
     t = base((32, 16))
