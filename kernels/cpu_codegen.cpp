@@ -93,6 +93,31 @@ void CpuRenderer::declareBuffers() {
   }
 }
 
+// Note [Half blocks]
+// A Half element is converted to and from float by F16C's vcvtph2ps and vcvtps2ph where the
+// CPU has them; GCC 12 does not use them in a vectorized loop (it has no vector _Float16
+// without AVX512-FP16), and the branch-free integer conversion (Note [CPU prelude]) costs about
+// a dozen vector instructions each way, which held float16 chains at eager's speed. So a row
+// loop whose inner loop loads or stores Half buffers contiguously (index affine, step 1 along
+// the innermost variable) runs in blocks of kHalfBlock points: each such load is first
+// converted for the whole block into a float array, the `omp simd` loop reads those arrays and
+// writes each such store into a float array, and the arrays are converted into the Half buffers
+// after it. A block's loads all run before its stores, and a donated output is stored at the
+// index its input is loaded at (Note [Donated buffers]), so reading and writing one buffer
+// stays right. Strided Half loads and stores keep the conversion in the loop.
+namespace {
+
+constexpr int64_t kHalfBlock = 256;  // 1 KiB of floats per array: the arrays stay in L1
+
+/// Whether `ix` walks its buffer with step 1 along variable `var` of a rank-`rank` domain.
+bool contiguousAlong(const IxPtr& ix, size_t rank, size_t var) {
+  std::vector<int64_t> coeffs(rank, 0);
+  int64_t constant = 0;
+  return ixAddAffine(ix, 1, coeffs, constant) && coeffs[var] == 1;
+}
+
+}  // namespace
+
 void CpuRenderer::renderRowLoop() {
   size_t rank = k_.domain.size();
   std::vector<bool> vars(rank, false), rvars;
@@ -110,12 +135,65 @@ void CpuRenderer::renderRowLoop() {
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
     if (!inner[i]) out_ += "    " + instrLine(i) + "\n";
   }
-  out_ += "#pragma omp simd\n    for (lf_i64 " + v + " = lo; " + v + " < hi; ++" + v + ") {\n";
-  for (size_t i = 0; i < k_.instrs.size(); ++i) {
-    if (inner[i]) out_ += "      " + instrLine(i) + "\n";
+  chooseHalfBlocks(inner);
+  if (block_var_.empty()) {
+    out_ += "#pragma omp simd\n    for (lf_i64 " + v + " = lo; " + v + " < hi; ++" + v + ") {\n";
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (inner[i]) out_ += "      " + instrLine(i) + "\n";
+    }
+    storeLines("      ");
+    out_ += "    }\n    p += hi - lo;\n  }\n";
+    return;
   }
-  storeLines("      ");
+  // See Note [Half blocks].
+  const std::string block = std::to_string(kHalfBlock);
+  const std::string at_start = "      { const lf_i64 " + v + " = c; ";
+  out_ += "    for (lf_i64 c = lo; c < hi; c += " + block + ") {\n";
+  out_ += "      const lf_i64 n = lf_imin(" + block + ", hi - c);\n";
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    if (!half_loads_[i]) continue;
+    const std::string array = "h" + std::to_string(i);
+    out_ += "      float " + array + "[" + block + "];\n" + at_start + "lf_half_block_load(" +
+            array + ", &" + bufferName(k_.instrs[i].buffer) + "[" + ixText(k_.instrs[i].index) +
+            "], n); }\n";
+  }
+  for (size_t k = 0; k < k_.stores.size(); ++k) {
+    if (half_stores_[k]) out_ += "      float s" + std::to_string(k) + "[" + block + "];\n";
+  }
+  out_ += "#pragma omp simd\n      for (lf_i64 " + v + " = c; " + v + " < c + n; ++" + v + ") {\n";
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    if (inner[i]) out_ += "        " + instrLine(i) + "\n";
+  }
+  storeLines("        ");
+  out_ += "      }\n";
+  for (size_t k = 0; k < k_.stores.size(); ++k) {
+    if (!half_stores_[k]) continue;
+    out_ += at_start + "lf_half_block_store(&" + bufferName(k_.stores[k].buffer) + "[" +
+            ixText(k_.stores[k].index) + "], s" + std::to_string(k) + ", n); }\n";
+  }
   out_ += "    }\n    p += hi - lo;\n  }\n";
+  block_var_.clear();
+}
+
+void CpuRenderer::chooseHalfBlocks(const std::vector<bool>& inner) {
+  const size_t rank = k_.domain.size();
+  half_loads_.assign(k_.instrs.size(), false);
+  half_stores_.assign(k_.stores.size(), false);
+  bool any = false;
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    const KInstr& instr = k_.instrs[i];
+    half_loads_[i] = inner[i] && instr.op == KOp::kLoad &&
+                     k_.buffers[instr.buffer].dtype == c10::ScalarType::Half &&
+                     contiguousAlong(instr.index, rank, rank - 1);
+    any = any || half_loads_[i];
+  }
+  for (size_t k = 0; k < k_.stores.size(); ++k) {
+    const KStore& store = k_.stores[k];
+    half_stores_[k] = k_.buffers[store.buffer].dtype == c10::ScalarType::Half &&
+                      contiguousAlong(store.index, rank, rank - 1);
+    any = any || half_stores_[k];
+  }
+  if (any) block_var_ = "v" + std::to_string(rank - 1);
 }
 
 std::vector<bool> CpuRenderer::innerInstrs() const {
@@ -202,7 +280,11 @@ std::string CpuRenderer::instrExpr(const KInstr& instr, int32_t i) const {
   std::string type = detail::cpuComputeType(instr.dtype);
   std::string cast = "(" + type + ")";
   switch (instr.op) {
-    case KOp::kLoad: return cast + loadExpr(instr);
+    case KOp::kLoad:
+      if (!block_var_.empty() && half_loads_[i]) {
+        return "h" + std::to_string(i) + "[" + block_var_ + " - c]";  // Note [Half blocks]
+      }
+      return cast + loadExpr(instr);
     case KOp::kConst: return detail::cpuLiteral(instr.dtype, instr.fvalue, instr.ivalue);
     case KOp::kParam:
       return cast + (k_.params[instr.ivalue].floating ? "fparams[" : "iparams[") +
@@ -254,8 +336,13 @@ void CpuRenderer::storeLines(const std::string& indent) { out_ += storeText(inde
 
 std::string CpuRenderer::storeText(const std::string& indent) const {
   std::string out;
-  for (const KStore& store : k_.stores) {
+  for (size_t k = 0; k < k_.stores.size(); ++k) {
+    const KStore& store = k_.stores[k];
     std::string value = t(storedValue(store));
+    if (!block_var_.empty() && half_stores_[k]) {  // Note [Half blocks]
+      out += indent + "s" + std::to_string(k) + "[" + block_var_ + " - c] = (float)" + value + ";\n";
+      continue;
+    }
     std::string element = bufferName(store.buffer) + "[" + ixText(store.index) + "]";
     switch (k_.buffers[store.buffer].dtype) {
       case c10::ScalarType::Bool: value = "(lf_u8)(" + value + " != 0)"; break;

@@ -57,7 +57,11 @@ std::string floatLiteral(double value) {
 // with c10::BFloat16's round to nearest even (NaN stays NaN). Half is its 16 bits as well,
 // converted by integer and float arithmetic with no branch (the IEEE conversion c10::Half does,
 // subnormals, infinities and NaN included): GCC 12 has no vector type for _Float16 without
-// AVX512-FP16, so a loop that loaded or stored one ran one element at a time.
+// AVX512-FP16, so a loop that loaded or stored one ran one element at a time. Contiguous Half
+// loads and stores of a row loop go through lf_half_block_load/store instead (Note [Half
+// blocks] in kernels/cpu_codegen.cpp): F16C's vcvtph2ps/vcvtps2ph (round to nearest even, the
+// same numbers, subnormals included) eight at a time, or the same functions as a loop where the
+// CPU has no F16C.
 const char* const kCpuPrelude = R"LF(// lazyfuse CPU kernels
 typedef long long lf_i64;
 typedef unsigned char lf_u8;
@@ -138,6 +142,39 @@ static inline unsigned short lf_half_store(float f) {
 }
 static inline float lf_round_to_half(float f) { return lf_half_load(lf_half_store(f)); }
 static inline float lf_round_to_bfloat16(float f) { return lf_bf16_load(lf_bf16_store(f)); }
+#if defined(__F16C__)
+typedef short lf_v8hi __attribute__((vector_size(16)));
+typedef float lf_v8sf __attribute__((vector_size(32)));
+static inline void lf_half_block_load(float* dst, const unsigned short* src, lf_i64 n) {
+  lf_i64 i = 0;
+  for (; i + 8 <= n; i += 8) {
+    lf_v8hi h;
+    __builtin_memcpy(&h, src + i, 16);
+    const lf_v8sf f = __builtin_ia32_vcvtph2ps256(h);
+    __builtin_memcpy(dst + i, &f, 32);
+  }
+  for (; i < n; ++i) dst[i] = lf_half_load(src[i]);
+}
+static inline void lf_half_block_store(unsigned short* dst, const float* src, lf_i64 n) {
+  lf_i64 i = 0;
+  for (; i + 8 <= n; i += 8) {
+    lf_v8sf f;
+    __builtin_memcpy(&f, src + i, 32);
+    const lf_v8hi h = __builtin_ia32_vcvtps2ph256(f, 0);
+    __builtin_memcpy(dst + i, &h, 16);
+  }
+  for (; i < n; ++i) dst[i] = lf_half_store(src[i]);
+}
+#else
+static inline void lf_half_block_load(float* dst, const unsigned short* src, lf_i64 n) {
+#pragma omp simd
+  for (lf_i64 i = 0; i < n; ++i) dst[i] = lf_half_load(src[i]);
+}
+static inline void lf_half_block_store(unsigned short* dst, const float* src, lf_i64 n) {
+#pragma omp simd
+  for (lf_i64 i = 0; i < n; ++i) dst[i] = lf_half_store(src[i]);
+}
+#endif
 LF_FLOAT1(exp, exp) LF_FLOAT1(exp2, exp2) LF_FLOAT1(expm1, expm1) LF_FLOAT1(log, log)
 LF_FLOAT1(log2, log2) LF_FLOAT1(log10, log10) LF_FLOAT1(log1p, log1p) LF_FLOAT1(sqrt, sqrt)
 LF_FLOAT1(sin, sin) LF_FLOAT1(cos, cos) LF_FLOAT1(tan, tan) LF_FLOAT1(asin, asin)
