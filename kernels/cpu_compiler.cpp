@@ -120,16 +120,18 @@ const Compiler* findCompiler() {
 // exactly that); as plain functions, each goes to its libmvec variant (Note [CPU prelude]).
 // Not -fno-trapping-math, though GCC vectorizes floorf & co only with it: it also folds
 // (float)(long)x into truncf(x), which changes the result for NaN and out-of-range values; the
-// prelude computes floor, ceil, trunc and round itself instead (Note [CPU prelude]). The
-// vectorization of every kernel function is pinned by test_vectorized_loops.cpp (Note
-// [Vectorized CPU loops]).
+// prelude computes floor, ceil, trunc and round itself instead (Note [CPU prelude]).
+// -fno-tree-loop-distribute-patterns: a block loop that only copies a load into its array
+// (Note [Half blocks]) became a call of memcpy per block of 256, which made a float-to-half
+// conversion kernel 1.3-1.5x slower than eager's. The vectorization of every kernel function
+// is pinned by test_vectorized_loops.cpp (Note [Vectorized CPU loops]).
 const std::vector<std::string>& compileFlags() {
   static const std::vector<std::string> flags = [] {
     std::vector<std::string> f;
     for (const char* flag :
          {"-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno", "-fwrapv",
-          "-fno-semantic-interposition", "-ffp-contract=off", "-fno-builtin-sin",
-          "-fno-builtin-sinf", "-fno-builtin-cos", "-fno-builtin-cosf"}) {
+          "-fno-semantic-interposition", "-ffp-contract=off", "-fno-tree-loop-distribute-patterns",
+          "-fno-builtin-sin", "-fno-builtin-sinf", "-fno-builtin-cos", "-fno-builtin-cosf"}) {
       f.push_back(flag);
     }
     f.push_back("-DLF_MVEC=" + std::to_string(libmvecLevel()));

@@ -160,7 +160,8 @@ static inline void lf_half_block_store(unsigned short* dst, const float* src, lf
   for (; i + 8 <= n; i += 8) {
     lf_v8sf f;
     __builtin_memcpy(&f, src + i, 32);
-    const lf_v8hi h = __builtin_ia32_vcvtps2ph256(f, 0);
+    lf_v8hi h = __builtin_ia32_vcvtps2ph256(f, 0);
+    __asm__("" : "+x"(h));  // a register, then a store: vcvtps2ph to memory is slow on Zen 4
     __builtin_memcpy(dst + i, &h, 16);
   }
   for (; i < n; ++i) dst[i] = lf_half_store(src[i]);
@@ -174,6 +175,28 @@ static inline void lf_half_block_store(unsigned short* dst, const float* src, lf
 #pragma omp simd
   for (lf_i64 i = 0; i < n; ++i) dst[i] = lf_half_store(src[i]);
 }
+#endif
+#if defined(__AVX__)
+typedef long long lf_v4di __attribute__((vector_size(32)));
+static inline void lf_stream(void* dst, const void* src, lf_i64 bytes) {
+  char* d = (char*)dst;
+  const char* s = (const char*)src;
+  lf_i64 i = (lf_i64)((32 - ((unsigned long long)d & 31)) & 31);
+  if (i > bytes) i = bytes;
+  __builtin_memcpy(d, s, i);
+  for (; i + 32 <= bytes; i += 32) {
+    lf_v4di v;
+    __builtin_memcpy(&v, s + i, 32);
+    __builtin_ia32_movntdq256((lf_v4di*)(d + i), v);
+  }
+  __builtin_memcpy(d + i, s + i, bytes - i);
+}
+static inline void lf_stream_fence() { __builtin_ia32_sfence(); }
+#else
+static inline void lf_stream(void* dst, const void* src, lf_i64 bytes) {
+  __builtin_memcpy(dst, src, bytes);
+}
+static inline void lf_stream_fence() {}
 #endif
 LF_FLOAT1(exp, exp) LF_FLOAT1(exp2, exp2) LF_FLOAT1(expm1, expm1) LF_FLOAT1(log, log)
 LF_FLOAT1(log2, log2) LF_FLOAT1(log10, log10) LF_FLOAT1(log1p, log1p) LF_FLOAT1(sqrt, sqrt)

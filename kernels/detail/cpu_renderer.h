@@ -33,8 +33,9 @@ class CpuRenderer {
   void renderRowLoop();
 
   /// Marks the contiguous Half loads and stores of the row loop's inner loop, whose conversion
-  /// runs a block at a time (Note [Half blocks]), and sets block_var_ when there is one.
-  void chooseHalfBlocks(const std::vector<bool>& inner);
+  /// runs a block at a time (Note [Half blocks]), and the stores that stream (Note [Streaming
+  /// stores]); sets block_var_ when there is one of either.
+  void chooseBlocks(const std::vector<bool>& inner);
 
   /// Which instructions depend on the innermost variable and must stay in the inner loop.
   std::vector<bool> innerInstrs() const;
@@ -96,11 +97,12 @@ class CpuRenderer {
   std::string out_;
   std::vector<bool> varying_;  // per instruction: whether it changes inside its innermost loop
   std::string segment_var_;    // in a segment loop: the innermost point variable
-  // While a row loop in Half blocks is rendered (Note [Half blocks]): its innermost variable,
-  // and which loads (per instruction) and stores read or fill the block's float arrays.
+  // While a row loop in blocks is rendered (Note [Half blocks]): its innermost variable, and
+  // which loads (per instruction) and stores read or fill the block's arrays.
   std::string block_var_;
   std::vector<bool> half_loads_;
   std::vector<bool> half_stores_;
+  std::vector<bool> streams_;  // per store: written with non-temporal stores
   // In a row group's function (Note [CPU row groups]): where this kernel's buffers and
   // parameters start in the function's arrays, and the values its two kernels share.
   int32_t buffer_base_ = 0;

@@ -1,6 +1,8 @@
-// Half blocks (Note [Half blocks] in kernels/cpu_codegen.cpp): a row loop converts its contiguous
-// Half loads and stores a block at a time (with F16C where the CPU has it) and keeps strided
-// ones in the loop; either way every value is c10::Half's conversion of the float result.
+// Row loops in blocks (kernels/cpu_codegen.cpp): Note [Half blocks], a row loop converts its
+// contiguous Half loads and stores a block at a time (with F16C where the CPU has it) and keeps
+// strided ones in the loop, every value c10::Half's conversion of the float result; Note
+// [Streaming stores], a kernel that moves more bytes than the cache holds writes its contiguous
+// outputs with non-temporal stores, at any alignment.
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_compiler.h"
 #include "test/cpp/kernel_test_builder.h"
@@ -75,6 +77,41 @@ TEST(HalfBlocksTest, ContiguousHalfConvertsInBlocksAndStridedInTheLoop) {
           EXPECT_EQ(outv[r * cols + c], bitsOf(c10::Half(want))) << r << "," << c << " " << want;
         }
       }
+    }
+  }
+}
+
+// A domain far larger than any last-level cache streams its stores; the function is run on a
+// few points only (a row loop touches only [begin, end)), into outputs that start off a
+// 32-byte boundary, so lf_stream's unaligned head and tail are exercised too.
+TEST(StreamingStoresTest, LargeKernelStreamsItsContiguousOutputs) {
+  if (!cpuCompilerAvailable()) GTEST_SKIP() << "no C++ compiler";
+  Builder k("streaming_stores", {int64_t{1} << 30});
+  const int32_t a = k.buffer(ScalarType::Float, false);
+  const int32_t sum = k.buffer(ScalarType::Float, true), half = k.buffer(ScalarType::Half, true);
+  const int32_t x = k.load(a, ScalarType::Float, ixVar(0));
+  const int32_t y = k.fn("add", ScalarType::Float, {x, k.constant(ScalarType::Float, 0.5)});
+  k.store(y, sum, ixVar(0));
+  k.store(k.fn("mul", ScalarType::Float, {y, x}), half, ixVar(0));
+  const std::string source = renderCpp({&k.k});
+  EXPECT_EQ(count(source, "lf_stream(&"), 2u) << source;
+  EXPECT_EQ(count(source, "lf_stream_fence();"), 1u) << source;
+  const CpuCompileResult result = compileCpp(source, {k.k.name});
+  ASSERT_TRUE(result.module) << result.error;
+
+  const int64_t points = 3001;
+  std::vector<float> in(points), sums(points + 9, -1.0f);
+  std::vector<uint16_t> halves(points + 9, 0);
+  for (int64_t i = 0; i < points; ++i) in[i] = static_cast<float>(i % 97) * 0.37f - 11.0f;
+  for (int64_t shift : {1, 3}) {  // 4 and 12 bytes (2 and 6 for Half) off the allocation
+    void* buffers[] = {in.data(), sums.data() + shift, halves.data() + shift};
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 1000}, {1000, points}}) {
+      result.module->functions.at(0)(begin, end, buffers, nullptr, nullptr);
+    }
+    for (int64_t i = 0; i < points; ++i) {
+      const float want = in[i] + 0.5f;
+      ASSERT_EQ(sums[shift + i], want) << shift << " " << i;
+      ASSERT_EQ(halves[shift + i], bitsOf(c10::Half(want * in[i]))) << shift << " " << i;
     }
   }
 }

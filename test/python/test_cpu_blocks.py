@@ -1,6 +1,7 @@
-"""Half loads and stores converted a block at a time (Note [Half blocks] in
-kernels/cpu_codegen.cpp): contiguous float16 operands of a fused row loop are converted into
-float arrays before the loop and out of them after it. The chains here use only operations whose
+"""Row loops in blocks (kernels/cpu_codegen.cpp). Note [Half blocks]: contiguous float16
+operands of a fused row loop are converted into float arrays before the loop and out of them
+after it. Note [Streaming stores]: a kernel moving more bytes than the last-level cache holds
+writes its outputs with non-temporal stores (the large cases below, on a cache of up to 64 MB). The chains here use only operations whose
 float results are exact to the bit (-ffp-contract=off keeps a*b+c two roundings), so the fused
 kernel, which computes in float between ops and rounds once at the store (Note [Conversions
 round]), must give eager's float32 chain rounded to half, bit for bit, at every block edge."""
@@ -85,3 +86,31 @@ def test_in_place_half_update_reads_its_block_before_writing_it(n):
     for _ in range(3):
         want = ((want.float() * b.float()) + 1).half()
     assert_bits_equal(x.cpu(), want)
+
+
+LARGE = 6 << 20  # 24 MB a float32 tensor: a binary op moves 72 MB
+
+
+def test_large_float_chain_matches_eager_exactly():
+    a, b, c = (torch.randn(LARGE, generator=torch.Generator().manual_seed(s)) for s in (11, 12, 13))
+    got = (to_lazy(a) * to_lazy(b) + to_lazy(c)).cpu()
+    assert torch.equal(got, a * b + c)
+
+
+def test_large_half_chain_rounds_once():
+    a, b, c = halves(2 * LARGE, 14), halves(2 * LARGE, 15), halves(2 * LARGE, 16)
+    assert_bits_equal(chain(*to_lazy([a, b, c])).cpu(), expected(a, b, c))
+
+
+def test_large_in_place_update_and_write_into_an_offset_slice():
+    a, b = (torch.randn(LARGE, generator=torch.Generator().manual_seed(s)) for s in (17, 18))
+    x, y = to_lazy(a.clone()), to_lazy(b)
+    lazyfuse.sync(x)
+    x.mul_(2).add_(y)
+    out = to_lazy(torch.zeros(LARGE + 3))
+    out[3:].copy_(x * 3)
+    lazyfuse.mark_step()
+    want = a * 2 + b
+    assert torch.equal(x.cpu(), want)
+    assert torch.equal(out.cpu()[3:], want * 3)
+    assert torch.equal(out.cpu()[:3], torch.zeros(3))
