@@ -172,12 +172,8 @@ void CpuRenderer::renderRowLoop() {
   }
   chooseBlocks(inner);
   if (block_var_.empty()) {
-    out_ += "#pragma omp simd\n    for (lf_i64 " + v + " = lo; " + v + " < hi; ++" + v + ") {\n";
-    for (size_t i = 0; i < k_.instrs.size(); ++i) {
-      if (inner[i]) out_ += "      " + instrLine(i) + "\n";
-    }
-    storeLines("      ");
-    out_ += "    }\n    p += hi - lo;\n  }\n";
+    innerLoop(inner, "    ", v + " = lo; " + v + " < hi; ++" + v);
+    out_ += "    p += hi - lo;\n  }\n";
     return;
   }
   // See Note [Half blocks].
@@ -199,12 +195,7 @@ void CpuRenderer::renderRowLoop() {
       out_ += "      " + type + " s" + std::to_string(k) + "[" + block + "];\n";
     }
   }
-  out_ += "#pragma omp simd\n      for (lf_i64 " + v + " = c; " + v + " < c + n; ++" + v + ") {\n";
-  for (size_t i = 0; i < k_.instrs.size(); ++i) {
-    if (inner[i]) out_ += "        " + instrLine(i) + "\n";
-  }
-  storeLines("        ");
-  out_ += "      }\n";
+  innerLoop(inner, "      ", v + " = c; " + v + " < c + n; ++" + v);
   for (size_t k = 0; k < k_.stores.size(); ++k) {
     const std::string array = "s" + std::to_string(k);
     const std::string target =
@@ -221,10 +212,20 @@ void CpuRenderer::renderRowLoop() {
     }
   }
   out_ += "    }\n    p += hi - lo;\n  }\n";
-  if (std::find(streams_.begin(), streams_.end(), true) != streams_.end()) {
+  if (std::count(streams_.begin(), streams_.end(), true) > 0) {
     out_ += "  lf_stream_fence();\n";
   }
   block_var_.clear();
+}
+
+void CpuRenderer::innerLoop(const std::vector<bool>& inner, const std::string& indent,
+                            const std::string& bounds) {
+  out_ += "#pragma omp simd\n" + indent + "for (lf_i64 " + bounds + ") {\n";
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    if (inner[i]) out_ += indent + "  " + instrLine(i) + "\n";
+  }
+  storeLines(indent + "  ");
+  out_ += indent + "}\n";
 }
 
 void CpuRenderer::chooseBlocks(const std::vector<bool>& inner) {

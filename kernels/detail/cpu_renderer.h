@@ -32,6 +32,11 @@ class CpuRenderer {
 
   void renderRowLoop();
 
+  /// The row loop's `omp simd` loop `for (lf_i64 <bounds>)` over the instructions marked
+  /// `inner`, then the stores, at `indent`.
+  void innerLoop(const std::vector<bool>& inner, const std::string& indent,
+                 const std::string& bounds);
+
   /// Marks the contiguous Half loads and stores of the row loop's inner loop, whose conversion
   /// runs a block at a time (Note [Half blocks]), and the stores that stream (Note [Streaming
   /// stores]); sets block_var_ when there is one of either.
