@@ -1,6 +1,7 @@
 #include "kernels/cpu_codegen.h"
 
 #include "kernels/detail/cpu_dialect.h"
+#include "kernels/detail/cpu_loop_parts.h"
 #include "kernels/detail/cpu_renderer.h"
 #include "kernels/detail/render_text.h"
 #include "lazy_ir/check.h"
@@ -171,9 +172,26 @@ void CpuRenderer::renderRowLoop() {
     if (!inner[i]) out_ += "    " + instrLine(i) + "\n";
   }
   chooseBlocks(inner);
-  if (block_var_.empty()) {
-    innerLoop(inner, "    ", v + " = lo; " + v + " < hi; ++" + v);
-    out_ += "    p += hi - lo;\n  }\n";
+  for (const CpuLoopPart& part : cpuLoopParts(k_, inner)) {  // Note [CPU loop parts]
+    part_stores_ = part.stores;
+    partLoop(part.instrs, v);
+  }
+  part_stores_.clear();
+  out_ += "    p += hi - lo;\n  }\n";
+  if (std::count(streams_.begin(), streams_.end(), true) > 0) {
+    out_ += "  lf_stream_fence();\n";
+  }
+  block_var_.clear();
+}
+
+void CpuRenderer::partLoop(const std::vector<bool>& instrs, const std::string& v) {
+  bool blocks = false;
+  for (size_t i = 0; i < k_.instrs.size(); ++i) blocks = blocks || (instrs[i] && half_loads_[i]);
+  for (size_t k = 0; k < k_.stores.size(); ++k) {
+    blocks = blocks || (part_stores_[k] && (half_stores_[k] || streams_[k]));
+  }
+  if (!blocks) {
+    innerLoop(instrs, "    ", v + " = lo; " + v + " < hi; ++" + v);
     return;
   }
   // See Note [Half blocks].
@@ -182,7 +200,7 @@ void CpuRenderer::renderRowLoop() {
   out_ += "    for (lf_i64 c = lo; c < hi; c += " + block + ") {\n";
   out_ += "      const lf_i64 n = lf_imin(" + block + ", hi - c);\n";
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
-    if (!half_loads_[i]) continue;
+    if (!instrs[i] || !half_loads_[i]) continue;
     const std::string array = "h" + std::to_string(i);
     out_ += "      float " + array + "[" + block + "];\n" + at_start + "lf_half_block_load(" +
             array + ", &" + bufferName(k_.instrs[i].buffer) + "[" + ixText(k_.instrs[i].index) +
@@ -191,12 +209,13 @@ void CpuRenderer::renderRowLoop() {
   for (size_t k = 0; k < k_.stores.size(); ++k) {
     const std::string type =
         half_stores_[k] ? "float" : detail::cpuStorageType(k_.buffers[k_.stores[k].buffer].dtype);
-    if (half_stores_[k] || streams_[k]) {
+    if (part_stores_[k] && (half_stores_[k] || streams_[k])) {
       out_ += "      " + type + " s" + std::to_string(k) + "[" + block + "];\n";
     }
   }
-  innerLoop(inner, "      ", v + " = c; " + v + " < c + n; ++" + v);
+  innerLoop(instrs, "      ", v + " = c; " + v + " < c + n; ++" + v);
   for (size_t k = 0; k < k_.stores.size(); ++k) {
+    if (!part_stores_[k]) continue;
     const std::string array = "s" + std::to_string(k);
     const std::string target =
         "&" + bufferName(k_.stores[k].buffer) + "[" + ixText(k_.stores[k].index) + "]";
@@ -211,11 +230,7 @@ void CpuRenderer::renderRowLoop() {
               "[0])); }\n";
     }
   }
-  out_ += "    }\n    p += hi - lo;\n  }\n";
-  if (std::count(streams_.begin(), streams_.end(), true) > 0) {
-    out_ += "  lf_stream_fence();\n";
-  }
-  block_var_.clear();
+  out_ += "    }\n";
 }
 
 void CpuRenderer::innerLoop(const std::vector<bool>& inner, const std::string& indent,
@@ -407,6 +422,7 @@ void CpuRenderer::storeLines(const std::string& indent) { out_ += storeText(inde
 std::string CpuRenderer::storeText(const std::string& indent) const {
   std::string out;
   for (size_t k = 0; k < k_.stores.size(); ++k) {
+    if (!part_stores_.empty() && !part_stores_[k]) continue;
     const KStore& store = k_.stores[k];
     std::string value = t(storedValue(store));
     if (!block_var_.empty() && half_stores_[k]) {  // Note [Half blocks]

@@ -126,6 +126,10 @@ struct KBuffer {
   /// May share memory with another buffer of this kernel, element for element: an output that
   /// may be written into an input's memory, or that input. See Note [Donated buffers].
   bool may_alias = false;
+  /// For an output that may alias: the input buffer whose memory it may take (-1: none, or
+  /// device data the kernel does not read). The CPU renderer keeps the input's loads in the
+  /// output's loop (Note [CPU loop parts]).
+  int32_t donor = -1;
 };
 
 /// A runtime scalar. Parameter k (its position in Kernel::params) is iparams[k] when !floating,

@@ -164,6 +164,28 @@ void takeUnread(const Graph& graph, uint32_t s, FusedKernel& fused, size_t o,
   }
 }
 
+/// The input buffer of `fused` that output buffer `o` replaces, when the output's value is its
+/// op's `self` (for a foreach op, the list element of its own index), through any number of
+/// ops: `p.mul_(a).add_(b)` replaces p. -1 when the chain reaches no input of the kernel.
+int32_t replacedInput(const Graph& graph, const FusedKernel& fused, size_t o) {
+  NodeRef cur = fused.buffers[o].value;
+  for (size_t steps = 0; steps < graph.nodes().size(); ++steps) {
+    for (size_t i = 0; i < fused.buffers.size(); ++i) {
+      const BufferBinding& in = fused.buffers[i];
+      if (!fused.kernel.buffers[i].output && !in.temp && in.value.position == cur.position &&
+          in.value.index == cur.index) {
+        return static_cast<int32_t>(i);
+      }
+    }
+    const Node& node = *graph.nodes()[cur.position];
+    const c10::ArrayRef<NodeRef> inputs = graph.inputsOf(cur.position);
+    if (node.kind() != OpKind::kAten || inputs.empty()) return -1;
+    const bool foreach = node.aten().name.rfind("aten::_foreach_", 0) == 0;
+    cur = inputs[foreach && cur.index < inputs.size() ? cur.index : 0];
+  }
+  return -1;
+}
+
 /// Plans the donations of the kernels of step `s`; of device data read by the step only when
 /// `data`.
 void planStep(const Graph& graph, uint32_t s, bool data, const std::vector<int32_t>& kernels,
@@ -184,7 +206,16 @@ void planStep(const Graph& graph, uint32_t s, bool data, const std::vector<int32
     for (size_t o = 0; o < kernel.buffers.size(); ++o) {
       if (!kernel.buffers[o].output || fused.buffers[o].temp) continue;
       const std::string stored = accessIndex(kernel, static_cast<int32_t>(o), /*stores=*/true);
-      for (size_t i = 0; i < kernel.buffers.size() && !stored.empty(); ++i) {
+      // The input the output replaces is tried first: another input of the same layout (a
+      // gradient beside the parameter it updates) may be held by the program at run time.
+      std::vector<size_t> order;
+      const int32_t replaced = replacedInput(graph, fused, o);
+      if (replaced >= 0) order.push_back(static_cast<size_t>(replaced));
+      for (size_t i = 0; i < kernel.buffers.size(); ++i) {
+        if (static_cast<int32_t>(i) != replaced) order.push_back(i);
+      }
+      for (size_t i : order) {
+        if (stored.empty()) break;
         const BufferBinding& in = fused.buffers[i];
         if (kernel.buffers[i].output || in.temp || taken[i]) continue;
         if (!data && graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData) continue;
@@ -198,6 +229,7 @@ void planStep(const Graph& graph, uint32_t s, bool data, const std::vector<int32
         fused.donations.push_back({static_cast<int32_t>(o), static_cast<int32_t>(i),
                                    BufferBinding{}, sharers.at(in.value.position)});
         kernel.buffers[o].may_alias = kernel.buffers[i].may_alias = true;
+        kernel.buffers[o].donor = static_cast<int32_t>(i);
         break;
       }
       takeUnread(graph, s, fused, o, last, outputs, sharers, unread);

@@ -32,6 +32,11 @@ class CpuRenderer {
 
   void renderRowLoop();
 
+  /// One part of the row loop's inner loop (Note [CPU loop parts]): the instructions marked in
+  /// `instrs` and the stores in part_stores_, over [lo, hi), in blocks where Note [Half blocks]
+  /// or Note [Streaming stores] asks for them.
+  void partLoop(const std::vector<bool>& instrs, const std::string& v);
+
   /// The row loop's `omp simd` loop `for (lf_i64 <bounds>)` over the instructions marked
   /// `inner`, then the stores, at `indent`.
   void innerLoop(const std::vector<bool>& inner, const std::string& indent,
@@ -108,6 +113,7 @@ class CpuRenderer {
   std::vector<bool> half_loads_;
   std::vector<bool> half_stores_;
   std::vector<bool> streams_;  // per store: written with non-temporal stores
+  std::vector<bool> part_stores_;  // the stores of the part being rendered; empty: all
   // In a row group's function (Note [CPU row groups]): where this kernel's buffers and
   // parameters start in the function's arrays, and the values its two kernels share.
   int32_t buffer_base_ = 0;

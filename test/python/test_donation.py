@@ -186,6 +186,36 @@ def test_aliases_of_an_updated_tensor_follow_eager(alias):
 
 
 
+@pytest.mark.parametrize("name", ["adam", "sgd_momentum"])
+def test_many_parameters_of_one_shape_update_in_place(name):
+    # 20 parameters of one shape fuse into one kernel of over 100 buffers, which the CPU runs
+    # in parts (Note [CPU loop parts]); each output takes the memory of the tensor it replaces,
+    # not that of the gradient beside it, which the program still holds.
+    make = OPTIMIZERS[name]
+    count, shape = 20, (33, 65)
+    start = [base(shape, seed=i) for i in range(count)]
+    eager = [t.clone().to(REFERENCE).requires_grad_() for t in start]
+    lazy = [on_lazy(t).requires_grad_() for t in start]
+    eager_opt, lazy_opt = make(eager), make(lazy)
+    for step in range(3):
+        for i, (e, z) in enumerate(zip(eager, lazy)):
+            g = gradient(shape, step, seed=100 + i)
+            e.grad = g.to(REFERENCE)
+            z.grad = on_lazy(g)
+        eager_opt.step()
+        before = donated()
+        lazy_opt.step()
+        lazyfuse.mark_step()
+        per_step = donated() - before
+    for e, z in zip(eager, lazy):
+        torch.testing.assert_close(to_cpu(z.detach()), to_cpu(e.detach()))
+        for key, value in eager_opt.state[e].items():
+            torch.testing.assert_close(to_cpu(lazy_opt.state[z][key]), to_cpu(value))
+    # The last step: every parameter and every state tensor (Adam: two, SGD: the momentum).
+    states = sum(1 for v in lazy_opt.state[lazy[0]].values() if v.dim() > 0)
+    assert per_step == count * (1 + states)
+
+
 def test_training_steps_match_eager_with_donated_state():
     from helpers import train_side_by_side
 
