@@ -77,4 +77,11 @@ struct KernelBuilder {
   }
 };
 
+/// How many times `word` occurs in `text` (overlaps counted).
+inline size_t countOccurrences(const std::string& text, const std::string& word) {
+  size_t n = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace lazyfuse::testing

@@ -22,11 +22,7 @@ namespace {
 using c10::ScalarType;
 using Builder = testing::KernelBuilder;
 
-size_t count(const std::string& text, const std::string& word) {
-  size_t n = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
-  return n;
-}
+using testing::countOccurrences;
 
 uint16_t bitsOf(c10::Half h) {
   uint16_t bits;
@@ -49,9 +45,9 @@ TEST(HalfBlocksTest, ContiguousHalfConvertsInBlocksAndStridedInTheLoop) {
     const int32_t twice = k.fn("mul", ScalarType::Float, {x, k.constant(ScalarType::Float, 2)});
     k.store(k.fn("add", ScalarType::Float, {twice, y}), out, flat);
     const std::string source = renderCpp({&k.k});
-    EXPECT_EQ(count(source, "lf_half_block_load(h"), 1u) << source;
-    EXPECT_EQ(count(source, "lf_half_block_store(&"), 1u) << source;
-    EXPECT_EQ(count(source, "lf_half_load(b"), 1u) << source;  // b, in the loop
+    EXPECT_EQ(countOccurrences(source, "lf_half_block_load(h"), 1u) << source;
+    EXPECT_EQ(countOccurrences(source, "lf_half_block_store(&"), 1u) << source;
+    EXPECT_EQ(countOccurrences(source, "lf_half_load(b"), 1u) << source;  // b, in the loop
     const CpuCompileResult result = compileCpp(source, {k.k.name});
     ASSERT_TRUE(result.module) << result.error;
 
@@ -94,8 +90,8 @@ TEST(StreamingStoresTest, LargeKernelStreamsItsContiguousOutputs) {
   k.store(y, sum, ixVar(0));
   k.store(k.fn("mul", ScalarType::Float, {y, x}), half, ixVar(0));
   const std::string source = renderCpp({&k.k});
-  EXPECT_EQ(count(source, "lf_stream(&"), 2u) << source;
-  EXPECT_EQ(count(source, "lf_stream_fence();"), 1u) << source;
+  EXPECT_EQ(countOccurrences(source, "lf_stream(&"), 2u) << source;
+  EXPECT_EQ(countOccurrences(source, "lf_stream_fence();"), 1u) << source;
   const CpuCompileResult result = compileCpp(source, {k.k.name});
   ASSERT_TRUE(result.module) << result.error;
 

@@ -19,11 +19,7 @@ namespace {
 using c10::ScalarType;
 using Builder = testing::KernelBuilder;
 
-size_t count(const std::string& text, const std::string& word) {
-  size_t n = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
-  return n;
-}
+using testing::countOccurrences;
 
 std::vector<bool> allInner(const Kernel& k) { return std::vector<bool>(k.instrs.size(), true); }
 
@@ -74,7 +70,7 @@ TEST(CpuLoopPartsTest, IndependentComputationsSplitIntoPartsOfFewBuffers) {
 
   if (!cpuCompilerAvailable()) GTEST_SKIP() << "no C++ compiler";
   const std::string source = renderCpp({&k.k});
-  EXPECT_EQ(count(source, "for (lf_i64 v1 = lo; v1 < hi; ++v1)"), 3u) << source;
+  EXPECT_EQ(countOccurrences(source, "for (lf_i64 v1 = lo; v1 < hi; ++v1)"), 3u) << source;
   const CpuCompileResult result = compileCpp(source, {k.k.name});
   ASSERT_TRUE(result.module) << result.error;
   std::vector<std::vector<float>> data(3 * n, std::vector<float>(rows * cols, 0.0f));
