@@ -68,6 +68,10 @@ void implLazyOnFunctionalize(torch::Library& functionalize_lib, const c10::Opera
                              std::move(kernel), it->second, op.schema().arguments().size())));
 }
 
+bool hasLazyFunctionalizeKernel(const c10::OperatorHandle& op) {
+  return pytorchKernels().count(&op.schema()) > 0;
+}
+
 const c10::SafeKernelFunction& pytorchFunctionalizeKernel(const c10::OperatorHandle& op) {
   auto it = pytorchKernels().find(&op.schema());
   LF_INTERNAL_ASSERT(it != pytorchKernels().end(), "no lazyfuse kernel on Functionalize for ",

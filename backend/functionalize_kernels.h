@@ -27,6 +27,9 @@ namespace lazyfuse {
 void implLazyOnFunctionalize(torch::Library& functionalize_lib, const c10::OperatorHandle& op,
                              c10::KernelFunction kernel);
 
+/// Whether implLazyOnFunctionalize registered a kernel of ours for `op`.
+bool hasLazyFunctionalizeKernel(const c10::OperatorHandle& op);
+
 /// The kernel PyTorch computed for `op` on Functionalize before lazyfuse registered the first of
 /// its own (an op implLazyOnFunctionalize registered).
 const c10::SafeKernelFunction& pytorchFunctionalizeKernel(const c10::OperatorHandle& op);

@@ -218,16 +218,25 @@ PendingWrite pendingWriteOf(const OpTraits& traits, torch::jit::Stack& args) {
 // (writeElementByElement; aliasing found as in Note [Overlapping writes]).
 // Pinned by test_out_checks.py::test_foreach_write_*.
 
-/// The functional op of each `_foreach_*_` in-place op whose functional form returns one tensor
-/// per written tensor (`_foreach_add.Scalar` for `_foreach_add_.Scalar`); filled at load,
-/// read-only after.
-using ForeachFunctionals = std::unordered_map<const c10::FunctionSchema*, c10::OperatorHandle>;
+/// The functional op of each in-place op functionalized here (Note [Functionalizing foreach
+/// writes], Note [Functionalizing in-place writes]): `_foreach_add.Scalar` for
+/// `_foreach_add_.Scalar`, `add.Tensor` for `add_.Tensor`; filled at load, read-only after.
+struct FunctionalWrite {
+  c10::OperatorHandle functional;
+  bool foreach = false;
+};
+using FunctionalWrites = std::unordered_map<const c10::FunctionSchema*, FunctionalWrite>;
 
-ForeachFunctionals& foreachFunctionals() {
-  static ForeachFunctionals* instance = new ForeachFunctionals();
+FunctionalWrites& functionalWrites() {
+  static FunctionalWrites* instance = new FunctionalWrites();
   return *instance;
 }
 
+bool writes(const c10::Argument& arg) {
+  return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
+}
+
+/// For a `_foreach_*_` op whose functional form returns one tensor per written tensor.
 std::optional<c10::OperatorHandle> findForeachFunctional(const c10::OperatorHandle& op) {
   const c10::OperatorName& name = op.operator_name();
   const c10::FunctionSchema& schema = op.schema();
@@ -244,10 +253,43 @@ std::optional<c10::OperatorHandle> findForeachFunctional(const c10::OperatorHand
   return one_list ? functional : std::nullopt;
 }
 
-const c10::OperatorHandle* foreachFunctional(const c10::OperatorHandle& op) {
-  const ForeachFunctionals& functionals = foreachFunctionals();
-  auto it = functionals.find(&op.schema());
-  return it == functionals.end() ? nullptr : &it->second;
+/// For an op `name_.overload(Tensor(a!) self, ...) -> Tensor(a!)` that writes self alone, whose
+/// functional `name.overload` takes the same arguments (names and types) and returns one new
+/// tensor.
+std::optional<c10::OperatorHandle> findInPlaceFunctional(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& args = schema.arguments();
+  if (name.name.rfind("aten::_foreach_", 0) == 0 || name.name.back() != '_' || args.empty() ||
+      schema.returns().size() != 1 || !writes(schema.returns()[0]) || !writes(args[0]) ||
+      !args[0].type()->isSubtypeOf(*c10::TensorType::get())) {
+    return std::nullopt;
+  }
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i].alias_info() != nullptr) return std::nullopt;
+  }
+  std::optional<c10::OperatorHandle> functional = c10::Dispatcher::singleton().findOp(
+      c10::OperatorName(name.name.substr(0, name.name.size() - 1), name.overload_name));
+  if (!functional) return std::nullopt;
+  const c10::FunctionSchema& f = functional->schema();
+  if (f.returns().size() != 1 || f.returns()[0].alias_info() != nullptr ||
+      !f.returns()[0].type()->isSubtypeOf(*c10::TensorType::get()) ||
+      f.arguments().size() != args.size()) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (f.arguments()[i].name() != args[i].name() || f.arguments()[i].alias_info() != nullptr ||
+        *f.arguments()[i].type() != *args[i].type()) {
+      return std::nullopt;
+    }
+  }
+  return functional;
+}
+
+const FunctionalWrite* functionalWrite(const c10::OperatorHandle& op) {
+  const FunctionalWrites& writes = functionalWrites();
+  auto it = writes.find(&op.schema());
+  return it == writes.end() ? nullptr : &it->second;
 }
 
 bool allFunctional(const torch::jit::Stack& args) {
@@ -297,6 +339,39 @@ void functionalizeForeachWrite(const c10::OperatorHandle& functional, const OpTr
     F::commit_update(written[i]);
     F::sync(written[i]);
   }
+}
+
+// Note [Functionalizing in-place writes]
+// The same holds for an in-place op on one tensor: PyTorch's Functionalize kernel of
+// `p.add_(g, alpha=-lr)` runs add_'s Python meta kernel (torch._meta_registrations, its
+// broadcast checks in torch._refs) before it records `add`, about 40 us a call, twice in each
+// parameter's SGD update: in `make demo`'s MLP step, a third of the step's host time. So an
+// in-place op whose functional form takes the same arguments (findInPlaceFunctional) and that
+// PyTorch's generated kernel functionalizes (no kernel of ours below: copy_, masked_fill_ and
+// polygamma_ keep theirs) is functionalized here after checkLikeEager: the functional op over
+// the unwrapped values, then self replaced by its result, committed to its base when it is a
+// view, and synced, as PyTorch's kernel does after its meta check. Checks that depend on a
+// scalar's value (an integer tensor to a negative power) are the functional op's, which the
+// recorder makes on every call. Pinned by test_out_checks.py::test_in_place_write_*.
+
+/// See Note [Functionalizing in-place writes]; `args` passed checkLikeEager. Returns self.
+at::Tensor functionalizeInPlaceWrite(const c10::OperatorHandle& functional,
+                                     const OpTraits& traits, torch::jit::Stack& args) {
+  namespace F = at::functionalization::impl;
+  const at::Tensor written = args[0].toTensor();
+  torch::jit::Stack stack;
+  for (const c10::IValue& arg : args) stack.push_back(unwrapped(arg));
+  {
+    PendingWriteGuard guard(pendingWriteOf(traits, args));
+    at::AutoDispatchSkipFunctionalize skip;
+    functional.callBoxed(&stack);
+  }
+  LF_INTERNAL_ASSERT(stack.size() == 1 && stack[0].isTensor(), functional.operator_name(),
+                     " returned no tensor");
+  F::replace_(written, stack[0].toTensor());
+  F::commit_update(written);
+  F::sync(written);
+  return written;
 }
 
 void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
@@ -355,16 +430,17 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     return writeOnMemory(op, traits, on_memory, stack);
   }
   if (traits.functional_name.empty()) return functionalize.callBoxed(op, keys, stack);
-  if (const c10::OperatorHandle* functional = foreachFunctional(op)) {
-    if (!mixes_devices && allFunctional(args)) {
-      if (aliasing.across_elements && args[0].toTensorList().size() > 1) {
-        writeElementByElement(op, keys, args);
-      } else {
-        functionalizeForeachWrite(*functional, traits, args);
-      }
-      stack->erase(stack->end() - num_args, stack->end());
-      return;
+  const FunctionalWrite* write = functionalWrite(op);
+  if (write && !mixes_devices && allFunctional(args)) {
+    stack->erase(stack->end() - num_args, stack->end());
+    if (!write->foreach) {
+      stack->push_back(functionalizeInPlaceWrite(write->functional, traits, args));
+    } else if (aliasing.across_elements && args[0].toTensorList().size() > 1) {
+      writeElementByElement(op, keys, args);
+    } else {
+      functionalizeForeachWrite(write->functional, traits, args);
     }
+    return;
   }
   PendingWriteGuard guard(pendingWriteOf(traits, args));
   std::move(args.begin(), args.end(), stack->end() - num_args);
@@ -424,7 +500,10 @@ bool registerWriteKernel(const c10::OperatorHandle& op, torch::Library& function
   kernelsBelow().emplace(&op.schema(),
                          op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
   if (std::optional<c10::OperatorHandle> functional = findForeachFunctional(op)) {
-    foreachFunctionals().emplace(&op.schema(), *functional);
+    functionalWrites().emplace(&op.schema(), FunctionalWrite{*functional, true});
+  } else if (std::optional<c10::OperatorHandle> functional = findInPlaceFunctional(op);
+             functional && !hasLazyFunctionalizeKernel(op)) {
+    functionalWrites().emplace(&op.schema(), FunctionalWrite{*functional, false});
   }
   implLazyOnFunctionalize(functionalize_lib, op,
                           c10::KernelFunction::makeFromBoxedFunction<&writeKernel>());

@@ -1,7 +1,8 @@
 """Writes into memory a call also reads or writes elsewhere, on the lazy device against eager CPU:
 eager's "unsupported operation" errors raised by the op itself (Note [Overlapping writes]), the
 same results where eager allows the overlap, and foreach writes whose elements alias each other
-applied in eager's order (Note [Functionalizing foreach writes]). Then the errors of calls whose
+applied in eager's order (Note [Functionalizing foreach writes]), in-place writes of one tensor
+functionalized after their cached check (Note [Functionalizing in-place writes]). Then the errors of calls whose
 checks PyTorch's meta kernels miss, raised at the op as eager raises them (Note [Lax meta
 kernels])."""
 
@@ -221,3 +222,80 @@ def test_lax_meta_check_of_a_random_op_draws_nothing_eager_would_see():
     torch.manual_seed(0)
     torch.rand(2, device="lazy")  # recorded with no check: the one draw alone
     torch.testing.assert_close(after, torch.rand(3))
+
+
+# Note [Functionalizing in-place writes]: an in-place op on one lazy tensor is functionalized by
+# lazyfuse after its cached check, not by PyTorch's kernel, which would run the op's Python meta
+# kernel on every call.
+IN_PLACE_WRITES = {
+    "add_alpha": lambda x, y: x.add_(y, alpha=-0.5),
+    "mul_view_of_base": lambda x, y: x.view(2, 4)[:, 1].mul_(y[:2]),
+    "sub_transposed": lambda x, y: x.view(2, 4).t().sub_(y.view(4, 2)),
+    "lerp_chain": lambda x, y: x.lerp_(y, 0.25).mul_(2).add_(1),
+    "addcmul_broadcast": lambda x, y: x.view(2, 4).addcmul_(y[:4], y[4:], value=3),
+    "clamp_min_of_slice": lambda x, y: x[::2].clamp_(min=0.5),
+    "int_pow_": lambda x, y: x.to(torch.long).pow_(2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(IN_PLACE_WRITES))
+def test_in_place_write_matches_eager(name):
+    fn = IN_PLACE_WRITES[name]
+    y = torch.linspace(-2, 2, 8)
+    x = base()
+    out = fn(x, y)
+    lx = base().to("lazy")
+    lout = fn(lx, y.to("lazy"))
+    lazyfuse.mark_step()
+    torch.testing.assert_close(lx.cpu(), x)
+    torch.testing.assert_close(lout.cpu(), out)
+
+
+IN_PLACE_ERRORS = {
+    "broadcast_into_smaller_self": lambda x: x[:2].add_(x.view(2, 4)[:, :1].expand(2, 2).t()
+                                                          .reshape(4)),
+    "float_into_long": lambda x: x.to(torch.long).mul_(x),
+    "negative_int_power": lambda x: x.to(torch.long).pow_(-1),
+    "alpha_float_on_long": lambda x: x.to(torch.long).add_(x.to(torch.long), alpha=0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(IN_PLACE_ERRORS))
+def test_in_place_write_raises_eagers_error_after_a_valid_call(name):
+    # A valid call of the same op with the same metadata first: the cached check must not let
+    # the refused one through.
+    fn = IN_PLACE_ERRORS[name]
+    lx = base().to("lazy")
+    lx.to(torch.long).add_(lx.to(torch.long))
+    lx.to(torch.long).mul_(lx.to(torch.long))
+    lx.to(torch.long).pow_(2)
+    lx[:2].add_(lx[2:4])
+    with pytest.raises(RuntimeError) as expected:
+        fn(base())
+    with pytest.raises(RuntimeError) as actual:
+        fn(base().to("lazy"))
+    assert str(actual.value) == str(expected.value)
+
+
+def test_in_place_write_runs_no_python_meta_kernel_once_checked():
+    import sys
+
+    x, y = base().to("lazy"), base().to("lazy")
+    x.add_(y, alpha=2).mul_(y)  # each checked once on Meta, then remembered
+    seen = []
+
+    def tracer(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.endswith("_meta_registrations.py"):
+            seen.append(frame.f_code.co_name)
+
+    sys.setprofile(tracer)
+    try:
+        x.add_(y, alpha=3)
+        x.mul_(y).mul_(y)
+    finally:
+        sys.setprofile(None)
+    assert seen == []
+    lazyfuse.mark_step()
+    ex, ey = base(), base()
+    ex.add_(ey, alpha=2).mul_(ey).add_(ey, alpha=3).mul_(ey).mul_(ey)
+    torch.testing.assert_close(x.cpu(), ex)
