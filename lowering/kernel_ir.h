@@ -64,6 +64,11 @@ IxPtr ixOffset(const std::vector<IxPtr>& index, const std::vector<int64_t>& stri
 /// Adds `scale` times `ix` to `coeffs` (per domain variable) and `constant`; false when `ix` is
 /// not affine in the domain variables (a division, remainder, min, max or reduction variable).
 bool ixAddAffine(const IxPtr& ix, int64_t scale, std::vector<int64_t>& coeffs, int64_t& constant);
+/// Whether `ix` equals sum(coeffs[d] * v<d>) + constant at every point of a domain of `sizes`,
+/// division and modulo included (Note [Affine over a domain], lowering/ix_affine.cpp); fills
+/// coeffs (one per dimension; 0 for a dimension of size 1) and constant.
+bool ixAffineOver(const IxPtr& ix, const std::vector<int64_t>& sizes,
+                  std::vector<int64_t>& coeffs, int64_t& constant);
 
 enum class KOp : uint8_t {
   kLoad,    // buffers[buffer] at offset `index`

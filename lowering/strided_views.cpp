@@ -22,7 +22,8 @@
 // What qualifies is decided on the loop graph, not on op names: the value's body is built once
 // and must return, unchanged, one load of one root value at an index whose flat offset is
 // affine in the index variables with non-negative coefficients (as_strided has no negative
-// strides; a reshape that merges dimensions goes through division and is left to the kernels).
+// strides), division and modulo included: Note [Affine over a domain] (a reshape that merges
+// dimensions reads through them).
 #include "lowering/detail/strided_views.h"
 
 #include "lazy_ir/check.h"
@@ -93,7 +94,8 @@ std::optional<StridedView> stridedViewOf(const Graph& graph, const Partition& p,
   if (root.kind == LoopNode::kCompute && root_meta.numel() > meta.numel()) return std::nullopt;
   std::vector<int64_t> strides(node.sizes.size(), 0);
   int64_t offset = 0;
-  if (!ixAddAffine(ixOffset(read.index, root_meta.strides), 1, strides, offset) || offset < 0) {
+  if (!ixAffineOver(ixOffset(read.index, root_meta.strides), node.sizes, strides, offset) ||
+      offset < 0) {
     return std::nullopt;
   }
   for (size_t d = 0; d < strides.size(); ++d) {

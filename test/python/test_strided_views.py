@@ -27,6 +27,10 @@ MATMULS = {
     "broadcast column": lambda x, w, b, big, x3: torch.mm(x, b.expand(6, 4)),
     "batched transposed": lambda x, w, b, big, x3: torch.bmm(x3, x3.transpose(1, 2)),
     "transpose of a transpose": lambda x, w, b, big, x3: x @ w.t().t().t(),
+    # Note [Affine over a domain]: reshapes that merge or split dimensions read through / and %.
+    "merged batch dimensions": lambda x, w, b, big, x3: x3.reshape(15, 6) @ w.t(),
+    "split then merged": lambda x, w, b, big, x3: big.view(3, 4, 4).view(12, 4).t() @ big,
+    "transposed merge": lambda x, w, b, big, x3: x3.reshape(15, 6).t() @ x3.reshape(15, 6),
 }
 
 
@@ -124,3 +128,15 @@ def test_output_slice_clone_gets_its_own_buffer():
         base[:2].clone().as_strided((4,), (1,), 10)
     with pytest.raises(RuntimeError, match="out of bounds"):
         kept.as_strided((4,), (1,), 10).cpu()
+
+
+def test_reshape_of_a_computed_value_before_a_matmul_is_a_view():
+    # A Linear over [B, T, C] multiplies its input as [B*T, C]: the value the fused kernel writes
+    # is read by mm in place, with no second kernel that only copies it.
+    x, w = torch.randn(4, 8, 16), torch.randn(32, 16)
+    lx, lw = x.to("lazy"), w.to("lazy")
+    lazyfuse.mark_step()
+    fn = lambda x, w: (x.sin() * 2).reshape(32, 16) @ w.t()  # noqa: E731
+    plan = lazyfuse.dump_ir(fn(lx, lw), "plan")
+    assert plan.count(" kernel ") == 1, plan
+    torch.testing.assert_close(fn(lx, lw).cpu(), reference(fn, x, w))
