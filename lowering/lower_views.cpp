@@ -108,6 +108,30 @@ bool lowerSlice(LoweringCall& call) {
   return true;
 }
 
+/// split_copy and split_with_sizes_copy: output k is the slice of the input along `dim` that
+/// starts where output k-1 ends; unbind_copy: output k selects index k. Each a view, so a
+/// Linear's q, k and v are read from its output where they are used (eager's split returns
+/// views too), not copied by an extern call.
+bool lowerSplit(LoweringCall& call, bool unbind) {
+  const std::vector<int64_t> in = inSizes(call);
+  const int64_t dim = wrapDim(call.constant(unbind ? 1 : 2).toInt(), in.size());
+  int64_t start = 0;
+  for (size_t k = 0; k < call.attrs().outputs.size(); ++k) {
+    const std::vector<int64_t>& sizes = call.out(k).sizes;
+    call.outputs.push_back(call.view(*call.tensor(0), sizes, [dim, start, unbind](const Index& index) {
+      Index result = index;
+      if (unbind) {
+        result.insert(result.begin() + dim, ixConst(start));
+      } else {
+        result[dim] = ixAdd(index[dim], ixConst(start));
+      }
+      return result;
+    }));
+    start += unbind ? 1 : sizes.at(dim);
+  }
+  return !call.outputs.empty();
+}
+
 bool lowerSelect(LoweringCall& call) {
   const std::vector<int64_t> in = inSizes(call);
   const int64_t dim = wrapDim(call.constant(1).toInt(), in.size());
@@ -258,6 +282,8 @@ bool lowerView(LoweringCall& call, const std::string& op, const std::string& ove
   if (op == "expand_copy") return lowerExpand(call);
   if (op == "slice_copy") return lowerSlice(call);
   if (op == "select_copy") return lowerSelect(call);
+  if (op == "split_copy" || op == "split_with_sizes_copy") return lowerSplit(call, false);
+  if (op == "unbind_copy") return lowerSplit(call, true);
   if (op == "diagonal_copy") return lowerDiagonal(call);
   if (op == "slice_scatter") return lowerSliceScatter(call);
   if (op == "select_scatter") return lowerSelectScatter(call);

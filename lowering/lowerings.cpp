@@ -24,7 +24,8 @@ const std::unordered_set<std::string>& names(OpClass kind) {
   static const std::unordered_set<std::string> kView = {
       "view_copy", "_unsafe_view", "_reshape_alias_copy", "reshape", "squeeze_copy",
       "unsqueeze_copy", "permute_copy", "transpose_copy", "t_copy", "expand_copy", "slice_copy",
-      "select_copy", "diagonal_copy", "alias_copy", "detach_copy", "lift_fresh_copy"};
+      "select_copy", "diagonal_copy", "alias_copy", "detach_copy", "lift_fresh_copy",
+      "split_copy", "split_with_sizes_copy", "unbind_copy"};
   static const std::unordered_set<std::string> kNone;
   switch (kind) {
     case OpClass::kReduction: return kReduction;

@@ -140,3 +140,44 @@ def test_reshape_of_a_computed_value_before_a_matmul_is_a_view():
     plan = lazyfuse.dump_ir(fn(lx, lw), "plan")
     assert plan.count(" kernel ") == 1, plan
     torch.testing.assert_close(fn(lx, lw).cpu(), reference(fn, x, w))
+
+
+SPLITS = {
+    "split": lambda x: x.split(3, dim=1),
+    "split_uneven_last_dim": lambda x: x.split(4, dim=-1),
+    "split_with_sizes": lambda x: x.split([1, 4, 2], dim=2),
+    "chunk": lambda x: x.chunk(2, dim=0),
+    "unbind": lambda x: x.unbind(1),
+    "unbind_last": lambda x: x.unbind(-1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPLITS))
+def test_split_outputs_are_views_fused_into_their_readers(name):
+    # split_copy, split_with_sizes_copy and unbind_copy lower to views: each part is read where
+    # it is used, as eager's split returns views, and nothing copies the parts first.
+    fn = SPLITS[name]
+    x = torch.randn(4, 6, 7)
+
+    def use(t):
+        return [(p * (i + 1)).sin() for i, p in enumerate(fn(t * 2))]
+
+    lx = x.to("lazy")
+    lazyfuse.mark_step()
+    plan = lazyfuse.dump_ir(use(lx), "plan")
+    assert "extern" not in plan, plan
+    for got, want in zip(use(lx), reference(use, x)):
+        torch.testing.assert_close(got.cpu(), want)
+
+
+def test_gradients_through_split_of_a_linear_match_eager():
+    def step(x, w):
+        q, k, v = F.linear(x, w).split(5, dim=-1)
+        return (q * k.sigmoid() + v).square().mean()
+
+    x, w = torch.randn(3, 4, 8), torch.randn(15, 8)
+    lw = w.to("lazy").requires_grad_()
+    step(x.to("lazy"), lw).backward()
+    ew = w.clone().requires_grad_()
+    step(x, ew).backward()
+    torch.testing.assert_close(lw.grad.cpu(), ew.grad)
