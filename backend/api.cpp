@@ -6,9 +6,11 @@
 #include "backend/lazy_tensor.h"
 #include "backend/metrics.h"
 #include "kernels/buffer_pool.h"
+#include "kernels/extern_runner.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/Context.h>
+#include <ATen/record_function.h>
 #include <ATen/core/Generator.h>
 #include <torch/library.h>
 
@@ -23,6 +25,7 @@ void syncAllLive() {
 }
 
 void runMarkStep() {
+  RECORD_USER_SCOPE("lazyfuse::mark_step");
   syncAllLive();
   metrics::mark_steps.add();
 }
@@ -66,6 +69,13 @@ int64_t tensorId(const at::Tensor& tensor) {
   return lazyImplOrRaise(tensor, "tensor_id: expected a lazy tensor").data().id();
 }
 
+/// See Note [Plan steps in the profiler].
+std::tuple<std::vector<std::string>, std::vector<int64_t>> lastPlanProfileOp() {
+  PlanProfile profile = lastPlanProfile();
+  if (!profile.labels) return {};
+  return {*profile.labels, std::move(profile.step_ns)};
+}
+
 std::vector<int64_t> bufferPoolStatsOp() {
   const BufferPoolStats s = bufferPoolStats();
   return {static_cast<int64_t>(s.cached_bytes), static_cast<int64_t>(s.limit_bytes),
@@ -88,6 +98,7 @@ TORCH_LIBRARY(lazyfuse, m) {
   m.def("tensor_id(Tensor tensor) -> int", &tensorId);
   m.def("empty_cache() -> ()", &releaseCachedBuffers);
   m.def("buffer_pool_stats() -> int[]", &bufferPoolStatsOp);
+  m.def("last_plan_profile() -> (str[], int[])", &lastPlanProfileOp);
 }
 
 }  // namespace lazyfuse

@@ -9,6 +9,7 @@
 #include "lazy_ir/check.h"
 #include "lowering/print_plan.h"
 
+#include <ATen/record_function.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <memory>
@@ -78,6 +79,7 @@ PlanEntry planFor(const Graph& graph) {
       std::shared_ptr<const CompiledPlan> fused;
       {
         ScopedTimer timer(metrics::compile_time);
+        RECORD_USER_SCOPE("lazyfuse::compile");
         fused = compilePlan(graph, /*recurring=*/true);
       }
       metrics::recurring_graphs_fused.add();
@@ -92,6 +94,7 @@ PlanEntry planFor(const Graph& graph) {
   std::shared_ptr<const CompiledPlan> plan;
   {
     ScopedTimer timer(metrics::compile_time);
+    RECORD_USER_SCOPE("lazyfuse::compile");
     plan = compilePlan(graph);
   }
   metrics::uncached_compile.add();
@@ -261,6 +264,7 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
   std::vector<at::Tensor> outputs;
   {
     ScopedTimer timer(metrics::execute_time);
+    RECORD_USER_SCOPE("lazyfuse::execute");
     const bool donates = hasDonations(plan->plan);
     try {
       // See Note [CUDA graph replay] in backend/plan_replay.cpp.

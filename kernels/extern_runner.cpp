@@ -5,12 +5,16 @@
 #include "lazy_ir/check.h"
 
 #include <ATen/core/List.h>
+#include <ATen/record_function.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
+
+#include <chrono>
+#include <mutex>
 
 namespace lazyfuse {
 namespace {
@@ -215,7 +219,22 @@ void takeView(const StridedView& view, const Graph& graph,
       source.as_strided(view.sizes, view.strides, source.storage_offset() + view.offset);
 }
 
+std::mutex& lastProfileMutex() {
+  static std::mutex* mutex = new std::mutex();
+  return *mutex;
+}
+
+PlanProfile& lastProfile() {
+  static PlanProfile* profile = new PlanProfile();
+  return *profile;
+}
+
 }  // namespace
+
+PlanProfile lastPlanProfile() {
+  std::lock_guard<std::mutex> lock(lastProfileMutex());
+  return lastProfile();
+}
 
 at::Tensor withLayout(const at::Tensor& tensor, const TensorMeta& meta) {
   if (sameLayout(tensor, meta)) return tensor;
@@ -250,7 +269,12 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
   PlanCapture* capture = currentCapture();
   if (capture && !capture->emulated()) capture = nullptr;  // a GPU keeps memory in its pool
   StepRunner runner(graph, values.nodes);
-  for (const PlanStep& step : plan.steps) {
+  std::vector<int64_t> step_ns(plan.steps.size(), 0);
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const PlanStep& step = plan.steps[s];
+    const auto start = std::chrono::steady_clock::now();
+    // See Note [Plan steps in the profiler].
+    RECORD_USER_SCOPE(plan.step_labels ? plan.step_labels->at(s) : std::string("lazyfuse::step"));
     if (step.kind == StepKind::kFusedKernel) {
       launch(static_cast<size_t>(step.kernel), graph, values);
     } else if (step.kind == StepKind::kKernelBatch && launch_batch) {
@@ -271,6 +295,12 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
       for (const at::Tensor& t : values.temps) capture->keep(t);
     }
     for (uint32_t dead : step.release_after) values.nodes[dead].clear();
+    step_ns[s] = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - start).count();
+  }
+  {
+    std::lock_guard<std::mutex> lock(lastProfileMutex());
+    lastProfile() = PlanProfile{plan.step_labels, std::move(step_ns)};
   }
   if (capture) {
     for (const std::vector<at::Tensor>& node : values.nodes) {

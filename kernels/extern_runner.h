@@ -9,7 +9,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace lazyfuse {
@@ -36,6 +39,14 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const BatchLauncher& launch_batch = {},
                                 DonationState* donation = nullptr,
                                 const std::vector<at::Tensor>* data = nullptr);
+
+/// The steps of the last plan that ran to its end in this process, with the host time of each
+/// (Note [Plan steps in the profiler]); no labels before any plan ran.
+struct PlanProfile {
+  std::shared_ptr<const std::vector<std::string>> labels;
+  std::vector<int64_t> step_ns;
+};
+PlanProfile lastPlanProfile();
 
 /// A tensor with exactly `meta`'s sizes and strides holding `tensor`'s values; `tensor` itself
 /// when its layout already matches.

@@ -8,6 +8,8 @@
 #include "lazy_ir/graph.h"
 #include "lowering/kernel_ir.h"
 
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace lazyfuse {
@@ -95,6 +97,9 @@ struct ExecutionPlan {
   std::vector<KernelBatch> batches;
   std::vector<StridedView> views;
   int32_t num_temps = 0;
+  /// What each step is called in profiler traces and in lazyfuse.last_plan_profile(): a fused
+  /// kernel with the ops whose values it writes. See Note [Plan steps in the profiler].
+  std::shared_ptr<const std::vector<std::string>> step_labels;
 };
 
 /// The value a kernel parameter binds to in `graph` (whose hash is the plan's).

@@ -41,4 +41,7 @@ bool computeLifetimes(const Graph& graph, ExecutionPlan& plan);
 /// [Donated buffers].
 bool planDonations(const Graph& graph, ExecutionPlan& plan);
 
+/// Fills plan.step_labels (Note [Plan steps in the profiler]).
+void labelSteps(const Graph& graph, ExecutionPlan& plan);
+
 }  // namespace lazyfuse

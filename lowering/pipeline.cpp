@@ -17,6 +17,7 @@ ExecutionPlan lowerGraph(const Graph& graph, bool fuse, bool batch) {
   // Lifetimes come last: they depend on the final order of the steps.
   computeLifetimes(graph, plan);
   if (fuse) planDonations(graph, plan);
+  labelSteps(graph, plan);
   return plan;
 }
 

@@ -22,7 +22,7 @@ from . import _torch_lazy
 from . import _unsupported
 from . import device as _device_module
 from ._library import library_path
-from ._metrics import metrics, metrics_report, reset_metrics
+from ._metrics import last_plan_profile, metrics, metrics_report, reset_metrics
 from ._version import __version__
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "dump_ir",
     "empty_cache",
     "hardware_device",
+    "last_plan_profile",
     "library_path",
     "manual_seed",
     "mark_step",

@@ -36,8 +36,25 @@ def _table(header, rows):
     return [line(header), rule] + [line(row) for row in rows]
 
 
-def metrics_report(values=None):
-    """A readable, aligned table of `metrics()` (or of the given dict)."""
+def last_plan_profile():
+    """The steps of the last plan that ran to its end, in order, as (name, milliseconds) pairs:
+    each fused kernel (named with the ops whose values it writes), extern call and view of the
+    last synced graph, with the host time it took (on a GPU, the launch). torch.profiler shows
+    the same steps under the same names. Empty before any plan ran."""
+    labels, step_ns = torch.ops.lazyfuse.last_plan_profile()
+    return [(label, ns / 1e6) for label, ns in zip(labels, step_ns)]
+
+
+def metrics_report(values=None, last_plan=False, top=20):
+    """A readable, aligned table of `metrics()` (or of the given dict); with `last_plan`, followed
+    by the `top` slowest steps of the last plan (last_plan_profile())."""
+    if last_plan:
+        steps = sorted(last_plan_profile(), key=lambda step: -step[1])
+        total = sum(ms for _, ms in steps)
+        rows = [(label, f"{ms:,.3f}", f"{100 * ms / total:.1f}" if total else "0.0")
+                for label, ms in steps[:top]]
+        plan = _table(("last plan step", "ms", "%"), rows) if rows else ["(no plan ran yet)"]
+        return metrics_report(values) + "\n\n" + "\n".join(plan)
     values = metrics() if values is None else values
     counters = [(k, v) for k, v in values.items() if not isinstance(v, dict)]
     timers = [(k, v) for k, v in values.items() if isinstance(v, dict)]
