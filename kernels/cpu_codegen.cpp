@@ -357,7 +357,7 @@ std::string CpuRenderer::instrLine(size_t i) const {
 }
 
 std::string CpuRenderer::t(int32_t i) const {
-  const bool element = !segment_var_.empty() && k_.instrs[i].scope == -1;
+  const bool element = !segment_var_.empty() && k_.instrs[i].scope == -1 && varying_[i];
   return "t" + std::to_string(i) + (element ? "[s]" : "");
 }
 

@@ -36,8 +36,11 @@ std::string floatLiteral(double value) {
 // takes the sign of the divisor as at::remainder does; round is half to even (as nearbyint under
 // the default rounding mode); sign(NaN) is 0 as in ATen; integer pow squares, and a negative
 // exponent gives 1, -1 or 0 the way ATen's pow_impl does. A floating pow whose exponent is the
-// same for the whole loop (a Scalar) is lf_pow_uniform: like ATen's pow_tensor_scalar kernel it
-// computes the exponents 2, 3, 0.5, -0.5, -1 and -2 by multiplication, sqrt and division, which
+// same for the whole loop (a Scalar) is lf_pow_uniform: like ATen's pow(Tensor, Scalar) it gives
+// 1 for the exponent 0 and the base itself for 1 (NaN included: ATen fills and copies there; the
+// exponent 1 is what square's backward, 2 * pow(x, 1), asks for), and like its
+// pow_tensor_scalar kernel it computes the exponents 2, 3, 0.5, -0.5, -1 and -2 by
+// multiplication, sqrt and division, which
 // is also what makes it fast (the compiler unswitches the loop on the exponent and vectorizes
 // each version; powf through libmvec costs some 10 ns an element). Every integer result is cast
 // back to its type, and the code is built with -fwrapv, so integer arithmetic wraps as eager's
@@ -265,6 +268,8 @@ template <class T> static inline T lf_pow(T a, T b) {
 LF_FLOAT2(pow, pow)
 #define LF_POW_UNIFORM(T, pw, root) \
   static inline T lf_pow_uniform(T a, T b) { \
+    if (b == (T)0) return (T)1; \
+    if (b == (T)1) return a; \
     if (b == (T)2) return a * a; \
     if (b == (T)3) return a * a * a; \
     if (b == (T)0.5) return root(a); \

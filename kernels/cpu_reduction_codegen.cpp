@@ -111,22 +111,36 @@ void CpuRenderer::renderSegmentLoop() {
   const std::string last = std::to_string(k_.domain.back());
   const std::string seg = std::to_string(segmentSize());
   segment_var_ = "v" + std::to_string(rank - 1);
+  // Values of parameters and constants alone are the same at every point: scalars computed
+  // once, so that a pow by such a value takes pow_uniform (`x.square().mean()`: pow(x, 2)).
   varying_.assign(k_.instrs.size(), true);
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    const KInstr& instr = k_.instrs[i];
+    const bool leaf = instr.op == KOp::kConst || instr.op == KOp::kParam;
+    const bool computed = instr.op == KOp::kUnary || instr.op == KOp::kBinary ||
+                          instr.op == KOp::kWhere || instr.op == KOp::kCast;
+    bool uniform = instr.scope == -1 && (leaf || computed);
+    for (int32_t arg : instr.args) uniform = uniform && !varying_[arg];
+    varying_[i] = !uniform;
+  }
   std::vector<bool> vars(rank, false), rvars(64, false);
   for (const KInstr& instr : k_.instrs) ixCollectVars(instr.index, vars, rvars);
   for (const KStore& store : k_.stores) ixCollectVars(store.index, vars, rvars);
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    if (!varying_[i]) out_ += "  " + instrLine(i) + "\n";
+  }
   out_ += "  for (lf_i64 p = begin; p < end;) {\n";
   out_ += "    const lf_i64 lo = p % " + last + ";\n";
   out_ += "    const lf_i64 n = lf_imin(" + seg + ", lf_imin(" + last + " - lo, end - p));\n";
   out_ += detail::variableLines("    ", "lf_i64", "v", "p", k_.domain, vars, rank - 1);
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
-    if (k_.instrs[i].scope != -1) continue;
+    if (k_.instrs[i].scope != -1 || !varying_[i]) continue;
     out_ += "    " + std::string(detail::cpuComputeType(k_.instrs[i].dtype)) + " t" +
             std::to_string(i) + "[" + seg + "];\n";
   }
   std::vector<size_t> pending;
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
-    if (k_.instrs[i].scope != -1) continue;
+    if (k_.instrs[i].scope != -1 || !varying_[i]) continue;
     if (k_.instrs[i].op == KOp::kReduce) {
       segmentLines(pending, {});
       pending.clear();

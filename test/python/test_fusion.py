@@ -485,3 +485,25 @@ def test_coalesced_domains_like_eager(shape, make_other):
     it and keep the dimensions apart where one does not (Note [Coalescing kernel domains])."""
     w = torch.randn(shape)
     check(lambda t: torch.addcmul(t.exp(), make_other(t), t, value=0.5), w)
+
+
+SPECIAL = [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 2.5, -3.0, 1e-40, -1e30]
+
+
+@pytest.mark.parametrize("exponent", [0, 1, 0.0, 1.0, 2, -1, 0.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_pow_by_a_scalar_matches_eager_on_special_values(exponent, dtype):
+    # ATen gives 1 for the exponent 0 and the base itself for 1, NaN included; square's backward
+    # is 2 * pow(x, 1).
+    x = torch.tensor(SPECIAL * 3, dtype=dtype)
+    fn = lambda t: (t * 1).pow(exponent)  # noqa: E731
+    torch.testing.assert_close(to_cpu(fn(to_lazy(x))), reference(fn, x), equal_nan=True)
+
+
+def test_mean_of_a_square_reads_its_rows_and_matches_eager():
+    # A full reduction split into row partials over a segment loop, with pow(x, 2) inside: the
+    # exponent is a scalar there, not an array per point.
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(8, 128, 256, generator=g), torch.randn(8, 128, 256, generator=g)
+    fn = lambda a, b: (a + 0.5 * b).square().mean()  # noqa: E731
+    torch.testing.assert_close(to_cpu(fn(to_lazy(a), to_lazy(b))), reference(fn, a, b))
