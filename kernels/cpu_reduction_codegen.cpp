@@ -7,6 +7,10 @@
 #include "kernels/detail/render_text.h"
 #include "lazy_ir/check.h"
 
+#include <set>
+#include <string>
+#include <vector>
+
 namespace lazyfuse::detail {
 namespace {
 
@@ -138,18 +142,46 @@ void CpuRenderer::renderSegmentLoop() {
     out_ += "    " + std::string(detail::cpuComputeType(k_.instrs[i].dtype)) + " t" +
             std::to_string(i) + "[" + seg + "];\n";
   }
-  std::vector<size_t> pending;
+  // Reductions over the same sizes whose bodies need none of each other's results fold in one
+  // loop nest, each element read once for all of them (a Linear's weight and bias gradients).
+  std::vector<size_t> before, after;  // outer instructions before the group's loop, after it
+  std::vector<int32_t> group;
+  auto flush = [&] {
+    if (group.empty()) return;
+    segmentLines(before, {});
+    segmentReductionLines(group);
+    before = std::move(after);
+    after.clear();
+    group.clear();
+  };
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
     if (k_.instrs[i].scope != -1 || !varying_[i]) continue;
     if (k_.instrs[i].op == KOp::kReduce) {
-      segmentLines(pending, {});
-      pending.clear();
-      segmentReductionLines(static_cast<int32_t>(i));
+      if (group.empty() || !joinsGroup(group, static_cast<int32_t>(i), after)) flush();
+      group.push_back(static_cast<int32_t>(i));
+      after.push_back(i);
+      continue;
     }
-    pending.push_back(i);
+    (group.empty() ? before : after).push_back(i);
   }
-  segmentLines(pending, storeText("      "));
+  flush();
+  segmentLines(before, storeText("      "));
   out_ += "    p += n;\n  }\n";
+}
+
+bool CpuRenderer::joinsGroup(const std::vector<int32_t>& group, int32_t at,
+                             const std::vector<size_t>& after) const {
+  const KReduction& first = k_.reductions[k_.instrs[group[0]].ivalue];
+  const int32_t k = static_cast<int32_t>(k_.instrs[at].ivalue);
+  if (k_.reductions[k].sizes != first.sizes) return false;
+  const std::set<size_t> later(after.begin(), after.end());  // the group's reductions are in it
+  for (const KInstr& instr : k_.instrs) {
+    if (instr.scope != k) continue;
+    for (int32_t arg : instr.args) {
+      if (later.count(static_cast<size_t>(arg))) return false;
+    }
+  }
+  return true;
 }
 
 void CpuRenderer::segmentLines(const std::vector<size_t>& instrs, const std::string& tail) {
@@ -163,14 +195,16 @@ void CpuRenderer::segmentLines(const std::vector<size_t>& instrs, const std::str
   out_ += tail + "    }\n";
 }
 
-void CpuRenderer::segmentReductionLines(int32_t at) {
-  const int32_t k = static_cast<int32_t>(k_.instrs[at].ivalue);
-  const KReduction& reduction = k_.reductions[k];
-  const std::string type = detail::cpuComputeType(reduction.dtype);
-  const std::string acc = "a" + std::to_string(at);
-  out_ += "    " + type + " " + acc + "[" + std::to_string(segmentSize()) + "];\n";
-  out_ += "    for (lf_i64 s = 0; s < n; ++s) " + acc + "[s] = " +
-          reductionInit(reduction.kind, reduction.dtype) + ";\n";
+void CpuRenderer::segmentReductionLines(const std::vector<int32_t>& group) {
+  for (int32_t at : group) {
+    const KReduction& reduction = k_.reductions[k_.instrs[at].ivalue];
+    const std::string type = detail::cpuComputeType(reduction.dtype);
+    const std::string acc = "a" + std::to_string(at);
+    out_ += "    " + type + " " + acc + "[" + std::to_string(segmentSize()) + "];\n";
+    out_ += "    for (lf_i64 s = 0; s < n; ++s) " + acc + "[s] = " +
+            reductionInit(reduction.kind, reduction.dtype) + ";\n";
+  }
+  const KReduction& reduction = k_.reductions[k_.instrs[group[0]].ivalue];
   int64_t count = 1;
   for (int64_t size : reduction.sizes) count *= size;
   if (count == 0) return;
@@ -184,11 +218,17 @@ void CpuRenderer::segmentReductionLines(int32_t at) {
   }
   out_ += "#pragma omp simd\n" + indent + "for (lf_i64 s = 0; s < n; ++s) {\n";
   out_ += indent + "  const lf_i64 " + segment_var_ + " = lo + s;\n";
-  for (size_t i = 0; i < k_.instrs.size(); ++i) {
-    if (k_.instrs[i].scope == k) out_ += indent + "  " + instrLine(i) + "\n";
+  for (int32_t at : group) {
+    const int32_t k = static_cast<int32_t>(k_.instrs[at].ivalue);
+    const KReduction& member = k_.reductions[k];
+    for (size_t i = 0; i < k_.instrs.size(); ++i) {
+      if (k_.instrs[i].scope == k) out_ += indent + "  " + instrLine(i) + "\n";
+    }
+    const std::string type = detail::cpuComputeType(member.dtype);
+    const std::string x = "(" + type + ")t" + std::to_string(member.body);
+    out_ += indent + "  " +
+            accumulateLine(member.kind, "a" + std::to_string(at) + "[s]", "", x) + "\n";
   }
-  const std::string x = "(" + type + ")t" + std::to_string(reduction.body);
-  out_ += indent + "  " + accumulateLine(reduction.kind, acc + "[s]", "", x) + "\n";
   out_ += indent + "}\n";
   while (indent.size() > 4) {
     indent.resize(indent.size() - 2);

@@ -77,7 +77,13 @@ class CpuRenderer {
   /// arrays, then `tail`.
   void segmentLines(const std::vector<size_t>& instrs, const std::string& tail);
 
-  void segmentReductionLines(int32_t at);
+  /// The fold loop nest of the reductions `group` (over equal sizes), one accumulator each.
+  void segmentReductionLines(const std::vector<int32_t>& group);
+
+  /// Whether reduction `at` may fold in the loop of `group`: the same sizes, and a body that
+  /// reads none of the instructions in `after` (those computed after the group's loop).
+  bool joinsGroup(const std::vector<int32_t>& group, int32_t at,
+                  const std::vector<size_t>& after) const;
 
   void reductionLines(int32_t at);
 
