@@ -163,6 +163,7 @@ bench: build
 	$(PY) -c "import matplotlib" 2>/dev/null || $(PIP) install -q matplotlib
 	$(PY) bench/trace_overhead.py
 	$(PY) bench/fusion_cpu.py
+	$(PY) bench/models.py
 
 # ---- cleaning ------------------------------------------------------------------------------------
 

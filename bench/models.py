@@ -322,6 +322,36 @@ def measure(sides, rounds, steps, warmup):
     return {name: statistics.median(s) for name, s in samples.items()}, first
 
 
+def markdown(result):
+    """docs/models.md: the run's table, ratios above 1 where lazyfuse is faster."""
+    lines = [
+        "# What users run: lazyfuse against eager and torch.compile",
+        "",
+        "Written by `bench/models.py --markdown docs/models.md` (what each workload is: the",
+        "script's docstring). One run, " + result["date"] + ", torch " + result["torch"] + ", "
+        + str(result["threads"]) + " threads on " + result["cpu"] + "; CPU busy beside the run: "
+        + " / ".join(f"{b:.0%}" for b in result["cpu_busy"]) + " (before / after).",
+        "Each figure is the median over rounds of the time per step, sides interleaved; a ratio",
+        "is the other side's time over lazyfuse's (above 1: lazyfuse is faster).",
+        "",
+        "| workload | eager ms | lazy ms | torch.compile ms | lazy vs eager | lazy vs compile "
+        "| lazy vs eager `fused=True` |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(row, key, fmt):
+        return fmt.format(row[key]) if key in row else "–"
+
+    for row in result["rows"]:
+        flag = " (below eager)" if row["lazy_vs_eager"] < 1 else ""
+        lines.append(
+            f"| {row['workload']} | {row['eager_ms']:.3f} | {row['lazy_ms']:.3f} | "
+            f"{cell(row, 'compile_ms', '{:.3f}')} | {row['lazy_vs_eager']:.2f}×{flag} | "
+            f"{cell(row, 'lazy_vs_compile', '{:.2f}×')} | "
+            f"{cell(row, 'lazy_vs_eager_fused', '{:.2f}×')} |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="smaller sizes, fewer rounds")
@@ -330,6 +360,8 @@ def main():
     p.add_argument("--rounds", type=int)
     p.add_argument("--steps", type=int, default=3, help="steps per side per round")
     p.add_argument("--out", type=pathlib.Path, default=RESULTS_DIR)
+    p.add_argument("--markdown", type=pathlib.Path,
+                   help="also write the table as Markdown here (docs/models.md)")
     args = p.parse_args()
     rounds = args.rounds or (3 if args.quick else 7)
     busy_before = cpu_busy()
@@ -365,6 +397,8 @@ def main():
               "cpu": platform.processor() or platform.machine(), "quick": args.quick,
               "cpu_busy": [busy_before, busy_after], "rows": rows}
     (args.out / "models.json").write_text(json.dumps(result, indent=1))
+    if args.markdown:
+        args.markdown.write_text(markdown(result))
     try:
         import matplotlib
         matplotlib.use("Agg")
