@@ -20,7 +20,8 @@ interleaved, medians of per-round step times.
 Every side runs the same step function on its own copy of the same data. Lazy steps end with
 mark_step + wait (what a training loop pays). Each round times `--steps` steps per side, sides in
 rotating order; the reported figure is the median over rounds. Ratios above 1 mean lazyfuse is
-faster. Writes bench/results/models.json and models.png (when matplotlib is importable).
+faster. Next to the times, the peak memory of eager's and lazyfuse's steps, each side in a process
+of its own. Writes bench/results/models.json and models.png (when matplotlib is importable).
 
     python bench/models.py [--quick] [--only NAME] [--no-compile] [--rounds 7]
 """
@@ -34,6 +35,8 @@ import os
 import pathlib
 import platform
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -138,12 +141,15 @@ def resnet_shaped_params(count=300):
 
 # ---- workloads: each returns {side: step function} on its own copies --------------------------
 
+ONLY_SIDE = None  # set by --memory-of: build that side alone
+
+
 def devices(compile_ok):
     """(side, device) of the sides a workload runs: eager, lazy, and torch.compile on the CPU."""
-    yield "eager", torch.device("cpu")
-    yield "lazy", LAZY
-    if compile_ok:
-        yield "compile", torch.device("cpu")
+    for side, dev in (("eager", torch.device("cpu")), ("lazy", LAZY),
+                      ("compile", torch.device("cpu"))):
+        if (side != "compile" or compile_ok) and ONLY_SIDE in (None, side):
+            yield side, dev
 
 
 def train_sides(make_model, make_opt, batch, loss_fn, compile_ok, read_loss=False):
@@ -194,10 +200,8 @@ def w_gpt_block(quick, compile_ok):
 def optimizer_sides(make_opt, compile_ok, extra=None):
     params = resnet_shaped_params()
     sides = {}
-    variants = [("eager", "cpu", {}), ("lazy", LAZY, {})]
-    if compile_ok:
-        variants.append(("compile", "cpu", {}))
-    if extra:
+    variants = [(side, dev, {}) for side, dev in devices(compile_ok)]
+    if extra and ONLY_SIDE is None:
         variants.append((extra[0], "cpu", extra[1]))
     for side, dev, kwargs in variants:
         ps = [p.detach().clone().to(dev).requires_grad_(True) for p in params]
@@ -334,9 +338,12 @@ def markdown(result):
         "Each figure is the median over rounds of the time per step, sides interleaved; a ratio",
         "is the other side's time over lazyfuse's (above 1: lazyfuse is faster).",
         "",
+        "Peak memory: the most resident memory six steps of a side held above what its process",
+        "held once the workload was set up (each side in a process of its own; MiB).",
+        "",
         "| workload | eager ms | lazy ms | torch.compile ms | lazy vs eager | lazy vs compile "
-        "| lazy vs eager `fused=True` |",
-        "|---|---|---|---|---|---|---|",
+        "| lazy vs eager `fused=True` | peak MiB eager | peak MiB lazy |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
 
     def cell(row, key, fmt):
@@ -348,8 +355,43 @@ def markdown(result):
             f"| {row['workload']} | {row['eager_ms']:.3f} | {row['lazy_ms']:.3f} | "
             f"{cell(row, 'compile_ms', '{:.3f}')} | {row['lazy_vs_eager']:.2f}×{flag} | "
             f"{cell(row, 'lazy_vs_compile', '{:.2f}×')} | "
-            f"{cell(row, 'lazy_vs_eager_fused', '{:.2f}×')} |")
+            f"{cell(row, 'lazy_vs_eager_fused', '{:.2f}×')} | "
+            f"{cell(row, 'eager_peak_mib', '{:.0f}')} | {cell(row, 'lazy_peak_mib', '{:.0f}')} |")
     return "\n".join(lines) + "\n"
+
+
+def status_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def memory_of(name, side, quick):
+    """Run in a child process: the peak resident memory of six steps of `side` of workload
+    `name` above what the process held once the workload was set up (MiB): optimizer state,
+    activations, gradients, temporaries, what the allocator (or lazyfuse's buffer pool) keeps
+    between steps, and for lazyfuse the compiled kernels."""
+    global ONLY_SIDE
+    ONLY_SIDE = side
+    fn = WORKLOADS[name](quick, False)[side]
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # the peak (VmHWM) starts again from the current resident size
+    before = status_kib("VmRSS")
+    for _ in range(6):
+        fn()
+    print((status_kib("VmHWM") - before) / 1024)
+
+
+def peak_memory_mib(name, quick):
+    """{side: MiB} for eager and lazy, each measured in a process of its own."""
+    result = {}
+    for side in ("eager", "lazy"):
+        cmd = [sys.executable, __file__, "--memory-of", name, side] + (["--quick"] if quick else [])
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        result[side] = float(out.strip().splitlines()[-1])
+    return result
 
 
 def main():
@@ -362,7 +404,11 @@ def main():
     p.add_argument("--out", type=pathlib.Path, default=RESULTS_DIR)
     p.add_argument("--markdown", type=pathlib.Path,
                    help="also write the table as Markdown here (docs/models.md)")
+    p.add_argument("--no-memory", action="store_true", help="leave the peak memory out")
+    p.add_argument("--memory-of", nargs=2, metavar=("NAME", "SIDE"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.memory_of:
+        return memory_of(*args.memory_of, args.quick)
     rounds = args.rounds or (3 if args.quick else 7)
     busy_before = cpu_busy()
     print(f"lazyfuse {lazyfuse.__version__} on {lazyfuse.hardware_device()}, torch "
@@ -381,6 +427,9 @@ def main():
             row["compile_first_s"] = first["compile"]
         if "eager fused" in medians:
             row["lazy_vs_eager_fused"] = medians["eager fused"] / medians["lazy"]
+        if not args.no_memory:
+            memory = peak_memory_mib(name, args.quick)
+            row["eager_peak_mib"], row["lazy_peak_mib"] = memory["eager"], memory["lazy"]
         rows.append(row)
         flag = "  BELOW EAGER" if row["lazy_vs_eager"] < 1.0 else ""
         print(f"{name:11s} eager {medians['eager']:9.3f} ms  lazy {medians['lazy']:9.3f} ms  "
@@ -388,7 +437,9 @@ def main():
               + f"lazy/eager x{row['lazy_vs_eager']:5.2f}"
               + (f"  lazy/compile x{row['lazy_vs_compile']:5.2f}" if "compile" in medians else "")
               + (f"  lazy/fused x{row['lazy_vs_eager_fused']:5.2f}" if "eager fused" in medians
-                 else "") + flag, flush=True)
+                 else "")
+              + (f"  peak MiB eager {row['eager_peak_mib']:.0f} lazy {row['lazy_peak_mib']:.0f}"
+                 if "lazy_peak_mib" in row else "") + flag, flush=True)
     busy_after = cpu_busy()
     print(f"CPU busy after the run {busy_after:.0%}")
     args.out.mkdir(parents=True, exist_ok=True)
