@@ -15,6 +15,7 @@ struct KernelGroup {
   std::vector<int64_t> domain;
   std::vector<LoopId> members;  // realized loop nodes it computes, in graph order
   int32_t step = -1;
+  int64_t nodes = 0;  // loop nodes its members compute, inlined ones included (an estimate)
 };
 
 struct Partition {

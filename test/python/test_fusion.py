@@ -507,3 +507,20 @@ def test_mean_of_a_square_reads_its_rows_and_matches_eager():
     a, b = torch.randn(8, 128, 256, generator=g), torch.randn(8, 128, 256, generator=g)
     fn = lambda a, b: (a + 0.5 * b).square().mean()  # noqa: E731
     torch.testing.assert_close(to_cpu(fn(to_lazy(a), to_lazy(b))), reference(fn, a, b))
+
+
+def test_a_long_chain_compiles_as_bounded_kernels_and_matches_eager():
+    # Note [Bounded kernels]: 1,200 ops are cut into kernels of at most 512 nodes, whose C++
+    # compiles in about linear time, instead of one function that takes minutes to compile.
+    def chain(x, w):
+        for _ in range(600):
+            x = x * 0.999 + w
+        return x
+
+    x, w = torch.rand(257), torch.rand(257)
+    lx, lw = to_lazy(x), to_lazy(w)
+    lazyfuse.mark_step()
+    out = chain(lx, lw)
+    plan = lazyfuse.dump_ir(out, "plan")
+    assert plan.count(" kernel ") >= 3, plan
+    torch.testing.assert_close(to_cpu(out), reference(chain, x, w))
