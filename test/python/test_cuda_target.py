@@ -197,8 +197,11 @@ def test_batch_larger_than_one_table_takes_several_launches():
     torch.testing.assert_close(got, optimizer_run(REFERENCE, make, shapes, steps=1)[0])
     assert counters.get("KernelBatchLaunches", 0) == 1, counters
     if lazyfuse.hardware_device() == "cpu":
-        # The loss and gradient kernel, then the batch of 600 in 2 to 4 launches.
-        assert 3 <= counters["CudaEmulatedLaunches"] <= 5, counters
+        # The loss and gradient kernels (a loss over 600 tensors is several kernels: Note
+        # [Bounded kernels]), then the batch of 600 in 2 to 4 launches.
+        others = counters["KernelsLaunched"] - len(shapes)
+        assert 1 <= others <= 12, counters
+        assert 2 <= counters["CudaEmulatedLaunches"] - others <= 4, counters
 
 
 def test_foreach_ops_of_mixed_dtypes_and_dependent_steps():
