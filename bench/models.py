@@ -339,7 +339,10 @@ def markdown(result):
         "is the other side's time over lazyfuse's (above 1: lazyfuse is faster).",
         "",
         "Peak memory: the most resident memory six steps of a side held above what its process",
-        "held once the workload was set up (each side in a process of its own; MiB).",
+        "held once the workload was set up (each side in a process of its own; MiB). lazyfuse's",
+        "figure includes what its first steps load once: compiled kernels, and the modules",
+        "PyTorch's Python meta kernels import when a lazy op first needs its output's shape",
+        "(layer_norm's imports torch._dynamo, and with it triton: about 50 MB).",
         "",
         "| workload | eager ms | lazy ms | torch.compile ms | lazy vs eager | lazy vs compile "
         "| lazy vs eager `fused=True` | peak MiB eager | peak MiB lazy |",
