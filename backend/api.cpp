@@ -10,8 +10,8 @@
 #include "lazy_ir/check.h"
 
 #include <ATen/Context.h>
-#include <ATen/record_function.h>
 #include <ATen/core/Generator.h>
+#include <ATen/record_function.h>
 #include <torch/library.h>
 
 #include <mutex>

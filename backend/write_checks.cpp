@@ -17,6 +17,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -232,10 +233,6 @@ FunctionalWrites& functionalWrites() {
   return *instance;
 }
 
-bool writes(const c10::Argument& arg) {
-  return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
-}
-
 /// For a `_foreach_*_` op whose functional form returns one tensor per written tensor.
 std::optional<c10::OperatorHandle> findForeachFunctional(const c10::OperatorHandle& op) {
   const c10::OperatorName& name = op.operator_name();
@@ -253,23 +250,21 @@ std::optional<c10::OperatorHandle> findForeachFunctional(const c10::OperatorHand
   return one_list ? functional : std::nullopt;
 }
 
-/// For an op `name_.overload(Tensor(a!) self, ...) -> Tensor(a!)` that writes self alone, whose
-/// functional `name.overload` takes the same arguments (names and types) and returns one new
-/// tensor.
-std::optional<c10::OperatorHandle> findInPlaceFunctional(const c10::OperatorHandle& op) {
-  const c10::OperatorName& name = op.operator_name();
-  const c10::FunctionSchema& schema = op.schema();
-  const auto& args = schema.arguments();
-  if (name.name.rfind("aten::_foreach_", 0) == 0 || name.name.back() != '_' || args.empty() ||
-      schema.returns().size() != 1 || !writes(schema.returns()[0]) || !writes(args[0]) ||
-      !args[0].type()->isSubtypeOf(*c10::TensorType::get())) {
+/// For an in-place op that writes self alone and returns it (OpTraits::functional_name names
+/// its functional form), whose functional op of the same overload takes the same arguments
+/// (names and types) and returns one new tensor.
+std::optional<c10::OperatorHandle> findInPlaceFunctional(const c10::OperatorHandle& op,
+                                                         const OpTraits& traits) {
+  const auto& args = op.schema().arguments();
+  const bool self_alone = !traits.written.empty() && traits.written[0] &&
+                          std::count(traits.written.begin(), traits.written.end(), 1) == 1 &&
+                          traits.returns_arg == std::vector<int>{0};
+  if (traits.functional_name.empty() || !self_alone ||
+      traits.functional_name.rfind("aten::_foreach_", 0) == 0) {
     return std::nullopt;
   }
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i].alias_info() != nullptr) return std::nullopt;
-  }
   std::optional<c10::OperatorHandle> functional = c10::Dispatcher::singleton().findOp(
-      c10::OperatorName(name.name.substr(0, name.name.size() - 1), name.overload_name));
+      c10::OperatorName(traits.functional_name, op.operator_name().overload_name));
   if (!functional) return std::nullopt;
   const c10::FunctionSchema& f = functional->schema();
   if (f.returns().size() != 1 || f.returns()[0].alias_info() != nullptr ||
@@ -501,7 +496,7 @@ bool registerWriteKernel(const c10::OperatorHandle& op, torch::Library& function
                          op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
   if (std::optional<c10::OperatorHandle> functional = findForeachFunctional(op)) {
     functionalWrites().emplace(&op.schema(), FunctionalWrite{*functional, true});
-  } else if (std::optional<c10::OperatorHandle> functional = findInPlaceFunctional(op);
+  } else if (std::optional<c10::OperatorHandle> functional = findInPlaceFunctional(op, traits);
              functional && !hasLazyFunctionalizeKernel(op)) {
     functionalWrites().emplace(&op.schema(), FunctionalWrite{*functional, false});
   }

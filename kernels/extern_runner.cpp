@@ -5,11 +5,11 @@
 #include "lazy_ir/check.h"
 
 #include <ATen/core/List.h>
-#include <ATen/record_function.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros_like.h>
+#include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 

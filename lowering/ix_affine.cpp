@@ -26,7 +26,7 @@ namespace {
 // left. Every rule holds for non-negative operands, which Note [Kernel IR] promises.
 
 struct Term {
-  IxPtr ix;                  // a variable, or the division or modulo it stands for
+  int64_t var = -1;          // the variable's number; -1 for a division or modulo
   int64_t lo = 0, hi = 0;    // its range over the domain
   std::string base;          // for a division or modulo: the key of the divided form
   int64_t divisor = 0;       // for a division or modulo
@@ -50,7 +50,7 @@ class Analyzer {
         if (d < 0 || d >= static_cast<int64_t>(sizes_.size())) return std::nullopt;
         if (sizes_[d] <= 1) return Form{};
         const std::string key = "v" + std::to_string(d);
-        terms_[key] = Term{ix, 0, sizes_[d] - 1, "", 0, false};
+        terms_[key] = Term{d, 0, sizes_[d] - 1, "", 0, false};
         return Form{{{key, 1}}, 0};
       }
       case IxOp::kAdd: {
@@ -85,8 +85,8 @@ class Analyzer {
     for (const auto& [key, c] : f.coeffs) {
       if (c == 0) continue;
       const Term& t = terms_.at(key);
-      if (t.ix->op != IxOp::kVar) return false;
-      coeffs[t.ix->value] += c;
+      if (t.var < 0) return false;
+      coeffs[t.var] += c;
     }
     return true;
   }
@@ -147,10 +147,8 @@ class Analyzer {
     const std::string base = keyOf(f);
     const std::string key = "(" + base + (mod ? ")%" : ")/") + std::to_string(c);
     const auto [lo, hi] = range(f);
-    auto ix = std::make_shared<Ix>();
-    ix->op = mod ? IxOp::kMod : IxOp::kDiv;
     forms_[base] = f;
-    terms_[key] = Term{ix, mod ? 0 : lo / c, mod ? std::min(hi, c - 1) : hi / c, base, c, mod};
+    terms_[key] = Term{-1, mod ? 0 : lo / c, mod ? std::min(hi, c - 1) : hi / c, base, c, mod};
     return Form{{{key, 1}}, 0};
   }
 
