@@ -17,6 +17,7 @@ to $LAZYFUSE_BENCH_OUT or bench/results/. `--device cpu --quick --no-compile` is
 the script itself on a machine without a GPU.
 
     python bench/gpu_suite.py [--quick] [--device cuda|cpu] [--no-compile] [--only W1,W5]
+                              [--markdown docs/gpu.md] [--from-json gpu_suite.json]
 """
 
 import argparse
@@ -246,13 +247,50 @@ def resnet50_shapes():
         return shapes + [(1000, 2048), (1000,)]
 
 
+def markdown(result):
+    """The run's table as the Markdown of docs/gpu.md."""
+    def ms(row, key):
+        return f"{row[key]:.3f}" if key in row else "–"
+
+    def ratio(row, key):
+        return f"{row[key]:.2f}×" if key in row else "–"
+
+    lines = [
+        "# lazyfuse on a GPU: one run of bench/gpu_suite.py", "",
+        f"Written by `bench/gpu_suite.py --markdown docs/gpu.md` from the run of {result['date']} "
+        f"on {result['gpu']} with torch {result['torch']} (`bench/gpu/run.sh`; what each "
+        "workload is: the docstring of bench/gpu_suite.py). Times are medians of one step, host "
+        "time included, each sample ending with a device synchronize; the ratios are speed-ups "
+        "of lazyfuse (above 1: lazyfuse is faster), every side measured in the same run. The "
+        "first lazy step's compile time is apart. The raw figures: docs/gpu.json.", "",
+        "| workload | eager ms | lazyfuse ms | torch.compile ms | vs eager | vs torch.compile "
+        "| kernels | first compile s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in result["rows"]:
+        lines.append(f"| {row['workload']} | {ms(row, 'eager_ms')} | {ms(row, 'lazy_ms')} | "
+                     f"{ms(row, 'compile_ms')} | {ratio(row, 'lazy_vs_eager')} | "
+                     f"{ratio(row, 'lazy_vs_torch_compile')} | {row['kernels_per_step']} | "
+                     f"{row['lazy_compile_s']:.2f} |")
+    for name, error in result.get("errors", {}).items():
+        lines += ["", f"{name} failed: `{error.strip().splitlines()[-1]}`"]
+    return "\n".join(lines) + "\n"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile columns")
     p.add_argument("--only", default="W1,W2,W3,W4,W5,W6")
+    p.add_argument("--markdown", type=pathlib.Path, help="also write the table as Markdown here")
+    p.add_argument("--from-json", type=pathlib.Path,
+                   help="no run: write --markdown from the gpu_suite.json of an earlier one")
     args = p.parse_args()
+    if args.from_json:
+        (args.markdown or pathlib.Path("/dev/stdout")).write_text(
+            markdown(json.loads(args.from_json.read_text())))
+        return
     if args.device != torch.device(lazyfuse.hardware_device()).type:
         sys.exit(f"lazyfuse runs on {lazyfuse.hardware_device()}, not {args.device} "
                  "(set LAZYFUSE_DEVICE)")
@@ -275,6 +313,8 @@ def main():
               "torch": torch.__version__, "device": args.device, "gpu": gpu,
               "rows": suite.rows, "errors": errors}
     (out / "gpu_suite.json").write_text(json.dumps(result, indent=1))
+    if args.markdown:
+        args.markdown.write_text(markdown(result))
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -11,7 +11,12 @@
 #           W5 and W6 again without CUDA graph replay and without donation
 #   opinfo  PyTorch's OpInfo tests on lazy with CUDA as the hardware device, against eager CUDA
 #           (the ci subset)
+#   lease   fitted to one device call of a 15-minute lease ($LEASE_SECONDS, default 540 s, after
+#           the machine's start): build, C++ tests, the Python suite on CUDA spread over the
+#           cores (pytest-xdist, one line per test so a cut run still names what passed), then
+#           the benchmark with what time is left; each step under its own time limit
 #
+# Every log ends up in $OUT/logs.tgz (the device tool brings back at most 8 files).
 # Needs .gpu-deps/ (bench/gpu/pack_deps.sh, run where the packages are installed) carried along.
 # Logs and results go to $OUT (the device tool's output folder) or /tmp/lazyfuse-gpu.
 set -uo pipefail
@@ -22,6 +27,14 @@ DEPS=$PWD/.gpu-deps
 PY=${PYTHON:-python3}
 BUILD=build-gpu
 mkdir -p "$OUT"
+DEADLINE=$((SECONDS + ${LEASE_SECONDS:-540}))
+left() { echo $((DEADLINE - SECONDS - $1)); }  # seconds to the deadline, less a reserve
+pack_logs() {
+  (cd "$OUT" && ls *.log *.xml >/dev/null 2>&1 && tar czf logs.tgz *.log *.xml 2>/dev/null \
+    && rm -f *.log *.xml)
+  return 0
+}
+trap pack_logs EXIT
 export PYTHONUNBUFFERED=1 LAZYFUSE_CACHE_DIR=/tmp/lazyfuse-cache
 status=0
 step() {  # step NAME COMMAND...: runs COMMAND, tees its log to $OUT/NAME.log, remembers failure
@@ -69,6 +82,15 @@ if [ "$MODE" = bench ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
     $PY bench/gpu_suite.py --only W5,W6 --no-compile
   step trace_overhead $PY bench/trace_overhead.py
   cp bench/results/trace_overhead.* "$OUT"/ 2>/dev/null
+fi
+if [ "$MODE" = lease ]; then
+  step ctest timeout 90 ctest --test-dir $BUILD --output-on-failure -j "$(nproc)"
+  workers=$(( $(nproc) > 12 ? 12 : $(nproc) ))
+  budget=$(left 170)
+  step pytest_cuda timeout "$((budget > 240 ? 240 : budget))" $PY -m pytest -v -rfE \
+    -p no:cacheprovider -n "$workers" test/python --junitxml="$OUT/pytest_cuda.xml"
+  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cuda.log" | tail -n 60
+  step bench timeout "$(left 10)" env LAZYFUSE_BENCH_OUT="$OUT" $PY bench/gpu_suite.py
 fi
 if [ "$MODE" = opinfo ] || [ "$MODE" = all ]; then
   step opinfo $PY -m pytest test/opinfo -q -p no:cacheprovider --opinfo-subset=ci
