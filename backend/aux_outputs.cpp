@@ -82,7 +82,7 @@ void correctNormStats(const NormStatsRule& rule, const torch::jit::Stack& args,
 }
 
 // The batch norm backward meta kernels return grad_input even when output_mask leaves it out;
-// the CPU kernels return an undefined tensor for every output the mask leaves out.
+// the CPU and CUDA kernels return an undefined tensor for every output the mask leaves out.
 constexpr size_t kBatchNormBackwardMaskArg = 9;
 
 bool isBatchNormBackward(const std::string& op_name) {
@@ -107,9 +107,10 @@ AuxOutputs auxOutputsOf(const std::string& op_name) {
   return AuxOutputs::kSameAsMeta;
 }
 
-void correctAuxOutputsForCpu(const OpTraits& traits, const torch::jit::Stack& args,
-                             torch::jit::Stack& returns) {
+void correctAuxOutputs(const OpTraits& traits, const torch::jit::Stack& args,
+                       torch::jit::Stack& returns, const c10::Device& device) {
   if (traits.aux_outputs == AuxOutputs::kMaskedGrads) return dropMaskedGrads(args, returns);
+  if (!device.is_cpu() || traits.aux_outputs != AuxOutputs::kNormStats) return;
   const NormStatsRule* rule = normStatsRule(traits.name);
   LF_INTERNAL_ASSERT(rule != nullptr, traits.name, " has no aux output correction");
   correctNormStats(*rule, args, returns);

@@ -9,11 +9,12 @@
 // return [0] when batch norm does not train, statistics in the input dtype for bf16/f16 unless a
 // parameter is float32, and running stats in the dtype of the running stats they were given.
 // The batch norm backward meta kernels return grad_input even where output_mask leaves it out;
-// the CPU kernels return an undefined tensor. A lazy tensor must claim what eager returns, so on a
-// CPU hardware device the recorder corrects these outputs after Meta inference; embedding_bag's
-// CPU outputs depend on which kernel path it takes, so on the CPU it runs eagerly instead.
-// Pinned by the OpInfo sweep (native_batch_norm, native_layer_norm, nn.functional.embedding_bag)
-// and test_aux_outputs.py.
+// the CPU and CUDA kernels both return an undefined tensor. A lazy tensor must claim what eager
+// returns, so the recorder corrects these outputs after Meta inference: the statistics on a CPU
+// hardware device, the masked-out gradients on every device; embedding_bag's CPU outputs depend
+// on which kernel path it takes, so on the CPU it runs eagerly instead. Pinned by the OpInfo
+// sweep (native_batch_norm, native_layer_norm, nn.functional.embedding_bag) and
+// test_aux_outputs.py (also on a GPU: bench/gpu/run.sh).
 
 #include "backend/op_traits.h"
 
@@ -25,8 +26,9 @@ namespace lazyfuse {
 AuxOutputs auxOutputsOf(const std::string& op_name);
 
 /// Replaces the outputs that a Meta redispatch of `traits`' op left in `returns` with what the
-/// CPU kernel returns for `args`: normalization statistics, or undefined masked-out gradients.
-void correctAuxOutputsForCpu(const OpTraits& traits, const torch::jit::Stack& args,
-                             torch::jit::Stack& returns);
+/// kernel of hardware device `device` returns for `args`: normalization statistics (on the CPU),
+/// or undefined masked-out gradients (everywhere).
+void correctAuxOutputs(const OpTraits& traits, const torch::jit::Stack& args,
+                       torch::jit::Stack& returns, const c10::Device& device);
 
 }  // namespace lazyfuse

@@ -18,7 +18,7 @@ namespace lazyfuse {
 enum class AuxOutputs : uint8_t {
   kSameAsMeta,
   kNormStats,    // on the CPU, the recorder corrects the statistics it returns
-  kMaskedGrads,  // on the CPU, the recorder drops the gradients output_mask leaves out
+  kMaskedGrads,  // the recorder drops the gradients output_mask leaves out (CPU and CUDA)
   kEagerOnCpu,   // on the CPU, the op runs eagerly
 };
 

@@ -108,8 +108,8 @@ class CallRecorder {
       c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
       op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
     }
-    if (traits_.aux_outputs != AuxOutputs::kSameAsMeta && hardwareDevice().is_cpu()) {
-      correctAuxOutputsForCpu(traits_, args_, meta_stack);  // See Note [Aux outputs on the CPU]
+    if (traits_.aux_outputs != AuxOutputs::kSameAsMeta) {  // See Note [Aux outputs on the CPU]
+      correctAuxOutputs(traits_, args_, meta_stack, hardwareDevice());
     }
     for (const auto& tensors : written_meta) {
       for (const at::Tensor& t : tensors) attrs->outputs.push_back(TensorMeta::of(t));

@@ -50,7 +50,9 @@ std::string targetFor(const NvrtcApi& api, int arch, bool& ptx) {
 }
 
 const std::vector<std::string>& nvrtcOptions() {
-  static const std::vector<std::string> options = {"--std=c++17"};
+  // No contraction of a * b + c into one fma: each op rounds, as eager's separate kernels do
+  // (the CPU compiler's -ffp-contract=off).
+  static const std::vector<std::string> options = {"--std=c++17", "--fmad=false"};
   return options;
 }
 

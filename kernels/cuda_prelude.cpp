@@ -20,6 +20,9 @@ namespace lazyfuse::detail {
 // even), integer pow squares and maps negative exponents like ATen, and a pow whose exponent
 // is a Scalar (lf_pow_uniform) takes ATen's pow_tensor_scalar shortcuts for 2, 3, 0.5, -0.5,
 // -1 and -2 (sqrt(-inf) is NaN where pow(-inf, 0.5) is inf: eager's answer is the shortcut's).
+// A floating division by a Scalar (lf_div_by_scalar: div's by a Python number or CPU scalar,
+// mean's by its count) multiplies by the reciprocal, as eager's CUDA div and mean do; the CPU
+// prelude divides, as eager's CPU kernels do. The foreach ops divide on both.
 // Signed integer add, sub, mul and neg go through unsigned arithmetic (lf_wide) because signed
 // overflow is undefined in C++ and eager's wraps; a float becomes uint8 through int64 as in
 // c10 (the renderer writes that cast). Half and BFloat16 are their 16 bits: half converts with
@@ -129,6 +132,9 @@ template <class T> LF_D T lf_pow(T a, T b) {
     return pw(a, b); \
   }
 LF_POW_UNIFORM(float, powf, sqrtf) LF_POW_UNIFORM(double, pow, sqrt)
+template <class T> LF_D T lf_div_by_scalar(T a, T b) { return a / b; }
+LF_D float lf_div_by_scalar(float a, float b) { return a * (1.0f / b); }
+LF_D double lf_div_by_scalar(double a, double b) { return a * (1.0 / b); }
 LF_D float lf_remainder(float a, float b) {
   float m = fmodf(a, b);
   return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;

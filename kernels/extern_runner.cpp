@@ -8,6 +8,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/zeros_like.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -31,6 +32,31 @@ bool sameLayout(const at::Tensor& tensor, const TensorMeta& meta) {
 /// Its strides when they are dense; a strided view (Note [Strided views of buffers]) may be
 /// broadcast, whose elements share memory, and becomes contiguous.
 at::Tensor writableCopy(const at::Tensor& tensor) { return tensor.clone(); }
+
+/// Whether `op`'s CUDA kernel refuses a CPU scalar tensor where the lazy device, like eager's CPU,
+/// takes one: clamp's Tensor bounds are device-checked, unlike TensorIterator operands.
+bool refusesCpuScalars(const std::string& name) {  // "aten::clamp.Tensor"
+  const std::string op = name.substr(0, name.find('.'));
+  return op == "aten::clamp" || op == "aten::clamp_min" || op == "aten::clamp_max";
+}
+
+/// The CPU scalar tensors of `stack` as 0-dim tensors on the device of its first other tensor:
+/// a fill kernel, which a CUDA graph captures with the value (as it bakes a host scalar's).
+void moveCpuScalars(torch::jit::Stack& stack) {
+  std::optional<c10::Device> device;
+  for (const c10::IValue& v : stack) {
+    if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_cpu()) {
+      device = v.toTensor().device();
+      break;
+    }
+  }
+  if (!device) return;
+  for (c10::IValue& v : stack) {
+    if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_cpu()) continue;
+    const at::Tensor& t = v.toTensor();
+    if (t.dim() == 0) v = at::full({}, t.item(), t.options().device(*device));
+  }
+}
 
 class StepRunner {
  public:
@@ -57,6 +83,7 @@ class StepRunner {
       }
       stack.push_back(argument(slot));
     }
+    if (refusesCpuScalars(attrs.name)) moveCpuScalars(stack);
     PlanCapture* capture = currentCapture();
     if (capture && capture->emulated()) {
       recordEmulated(*capture, position, attrs, std::move(stack));

@@ -26,7 +26,7 @@ const KernelFunction kKernelFunctions[] = {
     {"round", 1},       {"trunc", 1},       {"sign", 1},        {"reciprocal", 1},
     {"logical_not", 1}, {"bitwise_not", 1}, {"isnan", 1},       {"isinf", 1},
     {"lgamma", 1},      {"add", 2},         {"sub", 2},         {"mul", 2},
-    {"div", 2},         {"pow", 2},         {"atan2", 2},       {"fmod", 2},
+    {"div", 2},         {"div_by_scalar", 2}, {"pow", 2},         {"atan2", 2},       {"fmod", 2},
     {"remainder", 2},   {"maximum", 2},     {"minimum", 2},     {"eq", 2},
     {"ne", 2},          {"lt", 2},          {"le", 2},          {"gt", 2},
     {"ge", 2},          {"logical_and", 2}, {"logical_or", 2},  {"logical_xor", 2},

@@ -42,6 +42,13 @@ bool lowerArith(LoweringCall& call, const std::string& fn) {
   return true;
 }
 
+/// The kernel function of a division of argument 0 by argument 1: eager's CUDA div multiplies
+/// by the reciprocal of a Scalar divisor, its foreach ops divide (Note [CUDA prelude]).
+const char* divisionFn(LoweringCall& call) {
+  const bool foreach = call.attrs().name.rfind("aten::_foreach_", 0) == 0;
+  return call.tensor(1) || foreach ? "div" : "div_by_scalar";
+}
+
 /// add/sub: a fn alpha * b; rsub: b fn alpha * a.
 bool lowerAddSub(LoweringCall& call, const std::string& fn, bool reversed) {
   const ScalarType t = opmath(call);
@@ -245,9 +252,12 @@ bool lowerPointwise(LoweringCall& call, const std::string& op, const std::string
   if (op == "add" || op == "sub") return lowerAddSub(call, op, false);
   if (op == "rsub") return lowerAddSub(call, "sub", true);
   if (op == "mul") return lowerArith(call, "mul");
-  if (op == "div" && (overload == "Tensor" || overload == "Scalar")) return lowerArith(call, "div");
+  if (op == "div" && (overload == "Tensor" || overload == "Scalar")) {
+    return lowerArith(call, divisionFn(call));
+  }
   if (op == "div" && call.constant(2).toStringRef() == "trunc" && !integralOut(call)) {
-    return lowerFormula(call, {0, 1}, [](KernelBuilder& o, const std::vector<V>& v) { return o.unary("trunc", o.binary("div", v[0], v[1])); });
+    const std::string div = divisionFn(call);
+    return lowerFormula(call, {0, 1}, [div](KernelBuilder& o, const std::vector<V>& v) { return o.unary("trunc", o.binary(div, v[0], v[1])); });
   }
   if (op == "maximum" || op == "minimum" || op == "atan2" || op == "copysign" || op == "hypot") {
     return lowerArith(call, op);

@@ -112,7 +112,8 @@ bool lowerSumLike(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim
   ReduceFn post = nullptr;
   if (mean) {
     post = [count](LoopContext& c, V s) {
-      return c.ops().binary("div", s, c.ops().constant(count, c.ops().dtypeOf(s)));
+      // Eager's CUDA mean multiplies by 1/N: see Note [CUDA prelude].
+      return c.ops().binary("div_by_scalar", s, c.ops().constant(count, c.ops().dtypeOf(s)));
     };
   }
   call.outputs = {
