@@ -8,8 +8,13 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import lazyfuse
+
+# Some tests compare CUDA results with CPU ones at float32 tolerances: cuDNN's convolutions then
+# compute in float32, not TF32 (PyTorch's default for them), in eager and lazy calls alike.
+torch.backends.cudnn.allow_tf32 = False
 
 
 @pytest.fixture(autouse=True)

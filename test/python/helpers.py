@@ -1,6 +1,7 @@
 """Helpers shared by the test files: run a function eagerly and on lazy copies, compare (also for
 functions that mutate their arguments); a seeded input tensor."""
 
+import pytest
 import torch
 
 import lazyfuse
@@ -12,6 +13,13 @@ LAZY = torch.device("lazy")
 # random lazy ops draw from, see lazyfuse.manual_seed). On the CPU, tensors already there stay
 # the same objects, so in-place ops on them behave as if eager ran on them directly.
 REFERENCE = torch.device(lazyfuse.hardware_device())
+
+# For tests whose graph indexes out of range on purpose: on CUDA that is a device-side assert, in
+# eager too, after which no CUDA call of the process succeeds.
+INDEXES_OUT_OF_RANGE = pytest.mark.skipif(
+    REFERENCE.type == "cuda",
+    reason="an index out of range is a device-side assert on CUDA (in eager too), which leaves "
+    "the process's CUDA context unusable")
 
 
 def to_device(value, device):

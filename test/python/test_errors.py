@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import lazyfuse
 from error_cases import case, check_raises_at_op, data, on
+from helpers import INDEXES_OUT_OF_RANGE
 
 
 # ---- shape errors --------------------------------------------------------------------------
@@ -169,16 +170,16 @@ INDEX_ERRORS = {
     "too_many_indices": ([data(5)], lambda a: a[0, 0]),
     # Out-of-range values inside an index tensor: eager checks them in the kernel.
     "tensor_index": pytest.param([data(5), torch.tensor([1, 10])], lambda a, i: a[i],
-                                 marks=INDEX_VALUE_CHECK),
+                                 marks=(INDEX_VALUE_CHECK, INDEXES_OUT_OF_RANGE)),
     "index_select": pytest.param([data(4), torch.tensor([7])],
-                                 lambda a, i: torch.index_select(a, 0, i), marks=INDEX_VALUE_CHECK),
+                                 lambda a, i: torch.index_select(a, 0, i), marks=(INDEX_VALUE_CHECK, INDEXES_OUT_OF_RANGE)),
     "gather": pytest.param([data(2, 3), torch.tensor([[0, 5], [1, 1]])],
-                           lambda a, i: torch.gather(a, 1, i), marks=INDEX_VALUE_CHECK),
+                           lambda a, i: torch.gather(a, 1, i), marks=(INDEX_VALUE_CHECK, INDEXES_OUT_OF_RANGE)),
     "embedding": pytest.param([data(10, 3), torch.tensor([0, 12])],
-                              lambda w, i: F.embedding(i, w), marks=INDEX_VALUE_CHECK),
+                              lambda w, i: F.embedding(i, w), marks=(INDEX_VALUE_CHECK, INDEXES_OUT_OF_RANGE)),
     "setitem_tensor_index": pytest.param([data(5), torch.tensor([9])],
                                          lambda a, i: a.__setitem__(i, 1.0),
-                                         marks=INDEX_VALUE_CHECK),
+                                         marks=(INDEX_VALUE_CHECK, INDEXES_OUT_OF_RANGE)),
     # Not an index, but the same kind of check: on values, in the kernel.
     "int_div_by_zero": pytest.param([torch.tensor([1, 2]), torch.tensor([0, 1])],
                                     lambda a, b: a // b, marks=INDEX_VALUE_CHECK),
@@ -195,6 +196,7 @@ def test_boolean_mask_assignment_shape_error_at_op():
     check_raises_at_op([x, x > 0, torch.ones(100)], lambda a, m, v: a.__setitem__(m, v))
 
 
+@INDEXES_OUT_OF_RANGE
 def test_failed_sync_does_not_break_later_mark_steps():
     x = torch.arange(5.0).to("lazy")
     bad = x[torch.tensor([9], device="lazy")]  # only found to be out of range when it runs
@@ -209,6 +211,7 @@ def test_failed_sync_does_not_break_later_mark_steps():
     torch.testing.assert_close(y.cpu(), torch.arange(5.0) * 3)
 
 
+@INDEXES_OUT_OF_RANGE
 def test_tensor_of_a_failed_sync_raises_when_used_again():
     x = torch.arange(5.0).to("lazy")
     bad = x[torch.tensor([9], device="lazy")]
@@ -220,6 +223,7 @@ def test_tensor_of_a_failed_sync_raises_when_used_again():
     lazyfuse.mark_step()
 
 
+@INDEXES_OUT_OF_RANGE
 def test_failed_mark_step_keeps_the_values_that_do_not_depend_on_the_failure():
     x = torch.arange(5.0).to("lazy")
     good = x * 2
@@ -232,6 +236,7 @@ def test_failed_mark_step_keeps_the_values_that_do_not_depend_on_the_failure():
         bad.cpu()
 
 
+@INDEXES_OUT_OF_RANGE
 def test_other_tensors_compute_after_a_failed_sync():
     x = torch.arange(5.0).to("lazy")
     good = x * 2

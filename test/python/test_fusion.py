@@ -403,6 +403,7 @@ def _transparent_huge_pages_mode():
 
 @pytest.mark.skipif(_transparent_huge_pages_mode() != "madvise",
                     reason="transparent huge pages are not in madvise mode")
+@pytest.mark.skipif(lazyfuse.hardware_device() != "cpu", reason="buffers on the CPU only")
 @pytest.mark.skipif(os.environ.get("LAZYFUSE_CUDA_EMULATION", "") not in ("", "0", "off"),
                     reason="the CUDA emulation allocates its outputs itself")
 def test_large_kernel_outputs_are_advised_huge_pages():
@@ -453,17 +454,19 @@ def test_dumps_plan_and_source(tmp_path, monkeypatch):
         "x = torch.ones(30, 7, device='lazy')\n"
         "print((x.softmax(-1) * 2).cpu().sum())\n"
     )
-    env = dict(os.environ, LAZYFUSE_FUSION="always", LAZYFUSE_DUMP="plan,cpp",
+    cuda = lazyfuse.hardware_device() == "cuda"
+    env = dict(os.environ, LAZYFUSE_FUSION="always", LAZYFUSE_DUMP="plan,cuda" if cuda else "plan,cpp",
                LAZYFUSE_DUMP_DIR=str(tmp_path))
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr
     plans = list(tmp_path.glob("lazyfuse-plan-*.txt"))
-    sources = list(tmp_path.glob("lazyfuse-kernels-*.cpp"))
+    sources = list(tmp_path.glob("lazyfuse-kernels-*.cu" if cuda else "lazyfuse-kernels-*.cpp"))
     assert len(plans) == 1 and len(sources) == 1
     assert "kernel lf_kernel_0" in plans[0].read_text()
     # lf_kernel_0, or lf_kernel_0_rows when it runs row by row with the next kernel.
-    assert 'extern "C" void lf_kernel_0' in sources[0].read_text()
+    entry = ') lf_kernel_0' if cuda else 'extern "C" void lf_kernel_0'  # after __launch_bounds__(..)
+    assert entry in sources[0].read_text()
 
 
 def test_extern_ops_mix_with_kernels():

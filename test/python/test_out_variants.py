@@ -79,6 +79,8 @@ def test_out_and_written_stats_like_eager(empty):
     _assert_like_eager(_batch_norm_legit_out(training=True, empty=empty), inputs)
 
 
+@pytest.mark.skipif(REFERENCE.type == "cuda",
+                    reason="eager's cuDNN batch norm refuses an empty reserve (CUDNN_STATUS_BAD_PARAM)")
 def test_batch_norm_with_update_out_like_eager():
     def fn(x, weight, bias, running_mean, running_var):
         outs = tuple(torch.empty(0, device=x.device) for _ in range(3)) + (
