@@ -14,7 +14,10 @@
 #   lease   fitted to one device call of a 15-minute lease ($LEASE_SECONDS, default 540 s, after
 #           the machine's start): build, C++ tests, the Python suite on CUDA spread over the
 #           cores (pytest-xdist, one line per test so a cut run still names what passed), then
-#           the benchmark with what time is left; each step under its own time limit
+#           the benchmark with what time is left; each step under its own time limit.
+#           LEASE_PARTS picks the steps after the build and C++ tests, in order (default
+#           "pytest bench"; also "fused": the LAZYFUSE_FUSION=always subset, "opinfo": the ci
+#           subset)
 #
 # Every log ends up in $OUT/logs.tgz (the device tool brings back at most 8 files).
 # Needs .gpu-deps/ (bench/gpu/pack_deps.sh, run where the packages are installed) carried along.
@@ -86,11 +89,28 @@ fi
 if [ "$MODE" = lease ]; then
   step ctest timeout 90 ctest --test-dir $BUILD --output-on-failure -j "$(nproc)"
   workers=$(( $(nproc) > 12 ? 12 : $(nproc) ))
-  budget=$(left 170)
-  step pytest_cuda timeout "$((budget > 240 ? 240 : budget))" $PY -m pytest -v -rfE \
-    -p no:cacheprovider -n "$workers" test/python --junitxml="$OUT/pytest_cuda.xml"
-  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cuda.log" | tail -n 60
-  step bench timeout "$(left 10)" env LAZYFUSE_BENCH_OUT="$OUT" $PY bench/gpu_suite.py
+  xdist() {  # xdist NAME RESERVE ARGS...: pytest over the cores, within the deadline less RESERVE
+    local name=$1 budget
+    budget=$(left "$2")
+    shift 2
+    step "$name" timeout "$budget" $PY -m pytest -v -rfE -p no:cacheprovider -n "$workers" \
+      --junitxml="$OUT/$name.xml" "$@"
+    grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/$name.log" | tail -n 40
+  }
+  for part in ${LEASE_PARTS:-pytest bench}; do
+    case $part in
+      pytest) xdist pytest_cuda 170 test/python ;;
+      fused)
+        export LAZYFUSE_FUSION=always
+        xdist pytest_cuda_fused 120 test/python/test_autograd_training.py \
+          test/python/test_views_mutation.py test/python/test_view_metadata.py \
+          test/python/test_inference_mode.py
+        unset LAZYFUSE_FUSION ;;
+      opinfo) xdist opinfo 60 test/opinfo --opinfo-subset=ci ;;
+      bench) step bench timeout "$(left 10)" env LAZYFUSE_BENCH_OUT="$OUT" $PY bench/gpu_suite.py \
+        --markdown "$OUT/gpu.md" ;;
+    esac
+  done
 fi
 if [ "$MODE" = opinfo ] || [ "$MODE" = all ]; then
   step opinfo $PY -m pytest test/opinfo -q -p no:cacheprovider --opinfo-subset=ci
