@@ -106,7 +106,7 @@ if [ "$MODE" = lease ]; then
           test/python/test_views_mutation.py test/python/test_view_metadata.py \
           test/python/test_inference_mode.py
         unset LAZYFUSE_FUSION ;;
-      opinfo) xdist opinfo 60 test/opinfo --opinfo-subset=ci ;;
+      opinfo) xdist opinfo 15 test/opinfo --opinfo-subset=ci ;;
       bench) step bench timeout "$(left 10)" env LAZYFUSE_BENCH_OUT="$OUT" $PY bench/gpu_suite.py \
         --markdown "$OUT/gpu.md" ;;
     esac
