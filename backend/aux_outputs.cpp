@@ -104,12 +104,20 @@ AuxOutputs auxOutputsOf(const std::string& op_name) {
   if (op_name == "aten::_embedding_bag" || op_name == "aten::_embedding_bag_forward_only") {
     return AuxOutputs::kEagerOnCpu;
   }
+  if (op_name == "aten::log_sigmoid_forward") return AuxOutputs::kCpuOnlyBuffer;
   return AuxOutputs::kSameAsMeta;
 }
 
 void correctAuxOutputs(const OpTraits& traits, const torch::jit::Stack& args,
                        torch::jit::Stack& returns, const c10::Device& device) {
   if (traits.aux_outputs == AuxOutputs::kMaskedGrads) return dropMaskedGrads(args, returns);
+  if (traits.aux_outputs == AuxOutputs::kCpuOnlyBuffer) {
+    // log_sigmoid_forward(self) -> (output, buffer): the CUDA kernel leaves the buffer empty.
+    if (device.is_cpu()) return;
+    const at::Tensor& buffer = returns.at(1).toTensor();
+    returns[1] = at::empty_strided({0}, {1}, buffer.options());
+    return;
+  }
   if (!device.is_cpu() || traits.aux_outputs != AuxOutputs::kNormStats) return;
   const NormStatsRule* rule = normStatsRule(traits.name);
   LF_INTERNAL_ASSERT(rule != nullptr, traits.name, " has no aux output correction");

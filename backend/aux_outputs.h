@@ -12,9 +12,11 @@
 // the CPU and CUDA kernels both return an undefined tensor. A lazy tensor must claim what eager
 // returns, so the recorder corrects these outputs after Meta inference: the statistics on a CPU
 // hardware device, the masked-out gradients on every device; embedding_bag's CPU outputs depend
-// on which kernel path it takes, so on the CPU it runs eagerly instead. Pinned by the OpInfo
-// sweep (native_batch_norm, native_layer_norm, nn.functional.embedding_bag) and
-// test_aux_outputs.py (also on a GPU: bench/gpu/run.sh).
+// on which kernel path it takes, so on the CPU it runs eagerly instead. log_sigmoid_forward's
+// buffer is the other way round: its meta kernel promises the CPU kernel's, of the input's
+// shape; the CUDA kernel returns an empty one. Pinned by the OpInfo sweep (native_batch_norm,
+// native_layer_norm, nn.functional.embedding_bag, nn.functional.logsigmoid) and
+// test_aux_outputs.py, on a GPU too (bench/gpu/run.sh).
 
 #include "backend/op_traits.h"
 

@@ -20,6 +20,7 @@ enum class AuxOutputs : uint8_t {
   kNormStats,    // on the CPU, the recorder corrects the statistics it returns
   kMaskedGrads,  // the recorder drops the gradients output_mask leaves out (CPU and CUDA)
   kEagerOnCpu,   // on the CPU, the op runs eagerly
+  kCpuOnlyBuffer,  // off the CPU, the recorder empties the buffer only the CPU kernel fills
 };
 
 struct OpTraits {

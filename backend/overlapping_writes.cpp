@@ -108,28 +108,26 @@ void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
   }
   values.push_back(lazyImpl(base)->dataPtr());
   syncData(values);
-  // On the CPU whatever the hardware device: its kernels write in order, CUDA's threads race.
-  const c10::Device cpu(c10::kCPU);
   torch::jit::Stack call;
   int64_t span = endElement(base);
   for (const c10::IValue& v : args) {
-    call.push_back(standInArg(v, cpu, [&](const at::Tensor& t) {
+    call.push_back(standInArg(v, hardwareDevice(), [&](const at::Tensor& t) {
       if (!t.defined() || !isLazy(t)) return t;
       if (in_storage(t)) {
         span = std::max(span, endElement(t));
         return t;  // replaced by a view into the memory below
       }
-      return materialize(t).to(cpu);
+      return materialize(t);
     }));
   }
   const at::Tensor base_value = materialize(base);
   at::AutoDispatchSkipFunctionalize skip_functionalize;
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  const auto options = at::TensorOptions().dtype(base.scalar_type()).device(cpu);
+  const auto options = at::TensorOptions().dtype(base.scalar_type()).device(hardwareDevice());
   at::Tensor memory = at::empty({span}, options);
   memory.as_strided(base.sizes(), base.strides(), storageOffsetOf(base)).copy_(base_value);
   for (c10::IValue& v : call) {
-    v = standInArg(v, cpu, [&](const at::Tensor& t) {
+    v = standInArg(v, hardwareDevice(), [&](const at::Tensor& t) {
       if (!in_storage(t)) return t;
       return memory.as_strided(t.sizes(), t.strides(), storageOffsetOf(t));
     });
@@ -137,8 +135,7 @@ void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
 
   op.callBoxed(call);  // eager's kernel: its errors, its warnings, its order of writes
 
-  at::Tensor new_value =
-      at::empty_strided(base.sizes(), base.strides(), options.device(hardwareDevice()));
+  at::Tensor new_value = at::empty_strided(base.sizes(), base.strides(), options);
   new_value.copy_(memory.as_strided(base.sizes(), base.strides(), storageOffsetOf(base)));
   storage->add_update(makeMaterializedTensor(std::move(new_value)), {});
   F::unsafeGetFunctionalWrapper(written)->mark_mutation();

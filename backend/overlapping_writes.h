@@ -9,12 +9,11 @@
 // old ones and hands them back to the base through the view's inverse (unfold's sums
 // overlapping windows, expand's sums expanded elements), which gives other numbers. So a write
 // into a lazy view that may overlap itself is done as eager does it, on memory: the sync that
-// makes its base's value, the base laid out in a CPU buffer as eager lays it out in its storage,
-// the op run by ATen's CPU kernel on strided views into that buffer (every tensor of the call in
-// the same storage is one), and the buffer's new contents made the base's new value, from which
-// every view of it is regenerated. The CPU whatever the hardware device: eager's CUDA kernels
-// give such writes no order (their threads race), its CPU kernels write element after element.
-// Eager's errors and warnings come from its own CPU kernel (it refuses most writes into a zero stride, allows fill_, zero_, masked_fill_ with a
+// makes its base's value, the base laid out in a buffer of the hardware device as eager lays it
+// out in its storage, the op run by ATen on strided views into that buffer (every tensor of the
+// call in the same storage is one), and the buffer's new contents made the base's new value,
+// from which every view of it is regenerated. Eager's errors and warnings come from its own
+// kernel (it refuses most writes into a zero stride, allows fill_, zero_, masked_fill_ with a
 // warning). Such a write is a sync point, like an op whose result depends on data. A write into
 // any view made through unfold, expand or as_strided (and views of it) takes the same path, even
 // when the written elements do not overlap: the inverses of those views do not put a view's

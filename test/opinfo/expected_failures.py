@@ -48,22 +48,59 @@ XFAIL = {
 
 SKIP = {}
 
+# ---- on a CUDA hardware device (bench/gpu/run.sh), in addition -------------------------------
+
+DEVICE_ASSERT = (
+    "on CUDA an out-of-range index or an invalid probability is a device-side assert (in eager "
+    "too), after which no CUDA call of the process succeeds: the sample's sync would end the sweep"
+)
+NO_CUDA_KERNEL = "eager CUDA has no kernel for it (aten::_histogramdd_bin_edges): lazy raises that"
+LIKE_ON_ANOTHER_DEVICE = (
+    "bug: *_like(lazy, device='cpu') records a lazy op instead of making a CPU tensor; on CUDA "
+    "its CPU kernel then refuses the CUDA generator the recorder drew from"
+)
+TRANSFER_OUT_SAMPLE = (
+    "harness: the sample moves a lazy tensor to cuda:0, whose result is rightly a CUDA tensor; "
+    "the harness expects every result on lazy"
+)
+XFAIL_ON_CUDA = {
+    ("histogramdd", "errors", None): NO_CUDA_KERNEL,
+    ("rand_like", "correctness", None): LIKE_ON_ANOTHER_DEVICE,
+    ("randn_like", "correctness", None): LIKE_ON_ANOTHER_DEVICE,
+    ("randint_like", "correctness", None): LIKE_ON_ANOTHER_DEVICE,
+    ("to", "correctness", None): TRANSFER_OUT_SAMPLE,
+}
+SKIP_ON_CUDA = {
+    ("scatter", "errors", None): DEVICE_ASSERT,
+    ("scatter_add", "errors", None): DEVICE_ASSERT,
+    ("gather", "errors", None): DEVICE_ASSERT,
+    ("multinomial", "errors", None): DEVICE_ASSERT,
+}
+
+
+def _on_cuda():
+    import lazyfuse
+
+    return lazyfuse.hardware_device() == "cuda"
+
 
 def _find(table, op, kind, dtype):
     return table.get((op, kind, dtype), table.get((op, kind, None)))
 
 
 def expected_failure(op, kind, dtype):
-    return _find(XFAIL, op, kind, dtype)
+    found = _find(XFAIL, op, kind, dtype)
+    return found if found or not _on_cuda() else _find(XFAIL_ON_CUDA, op, kind, dtype)
 
 
 def skip_reason(op, kind, dtype):
-    return _find(SKIP, op, kind, dtype)
+    found = _find(SKIP, op, kind, dtype)
+    return found if found or not _on_cuda() else _find(SKIP_ON_CUDA, op, kind, dtype)
 
 
 def check_table(known_ops):
     """Every key names an OpInfo of op_db and a known kind; run by test_opinfo_lazy.py."""
-    for table in (XFAIL, SKIP):
+    for table in (XFAIL, SKIP, XFAIL_ON_CUDA, SKIP_ON_CUDA):
         for op, kind, _dtype in table:
             if kind not in KINDS:
                 raise ValueError(f"expected_failures: unknown kind {kind!r} for {op}")

@@ -462,7 +462,8 @@ def test_dumps_plan_and_source(tmp_path, monkeypatch):
     assert run.returncode == 0, run.stderr
     plans = list(tmp_path.glob("lazyfuse-plan-*.txt"))
     sources = list(tmp_path.glob("lazyfuse-kernels-*.cu" if cuda else "lazyfuse-kernels-*.cpp"))
-    assert len(plans) == 1 and len(sources) == 1
+    assert len(plans) == 1, list(tmp_path.iterdir())
+    assert len(sources) == 1, (list(tmp_path.iterdir()), plans[0].read_text())
     assert "kernel lf_kernel_0" in plans[0].read_text()
     # lf_kernel_0, or lf_kernel_0_rows when it runs row by row with the next kernel.
     entry = ') lf_kernel_0' if cuda else 'extern "C" void lf_kernel_0'  # after __launch_bounds__(..)

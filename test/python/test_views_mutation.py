@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import lazyfuse
-from helpers import assert_mutation_same, base
+from helpers import REFERENCE, assert_mutation_same, base
 
 
 @pytest.mark.parametrize(
@@ -421,10 +421,10 @@ def test_write_into_overlapping_view_in_a_traced_step():
 
 
 def test_write_into_overlapping_view_under_autograd_and_no_grad():
-    x_cpu = torch.arange(6.0, requires_grad=True)
+    x_eager = torch.arange(6.0, device=REFERENCE, requires_grad=True)
     x_lazy = torch.arange(6.0, device="lazy", requires_grad=True)
     outs = []
-    for x in (x_cpu, x_lazy):
+    for x in (x_eager, x_lazy):
         y = x * 1
         y.unfold(0, 2, 1).add_(1)
         (y * y).sum().backward()

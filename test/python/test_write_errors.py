@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 import lazyfuse
 from error_cases import case, check_raises_at_op, data, on
+from helpers import LAZY, REFERENCE
 
 
 # ---- casts into the tensor an in-place or out= op writes -----------------------------------
@@ -273,14 +274,14 @@ def test_write_into_expanded_tensor_like_eager(write):
     warning); the lazy device writes on memory as eager does (Note [Writes into expanded
     tensors]), with eager's warnings."""
     results = {}
-    for device in ("cpu", "lazy"):
+    for device in (REFERENCE, LAZY):  # the warnings name the kernel's source file: same device
         x = torch.ones(1, 3).to(device)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             write(x.expand(2, 3))
         results[device] = (x.cpu(), sorted(str(w.message) for w in caught))
-    torch.testing.assert_close(results["lazy"][0], results["cpu"][0])
-    assert results["lazy"][1] == results["cpu"][1]
+    torch.testing.assert_close(results[LAZY][0], results[REFERENCE][0])
+    assert results[LAZY][1] == results[REFERENCE][1]
 
 
 @pytest.mark.parametrize("write", [
