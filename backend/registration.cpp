@@ -135,6 +135,7 @@ void registerDynamicKernels() {
     }
   }
   registerRandomTwinKernels(*lazy_lib);  // after the loop: Note [Random ops draw when recorded]
+  registerLikeOnDeviceKernels(*functionalize_lib);
   LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, write checks for ",
                checked, " in-place and out= ops, decompositions on Functionalize for ", decomposed,
                ", out= kernels of ours for ", outs);

@@ -3,6 +3,7 @@
 #include "backend/transfers.h"
 
 #include "backend/device.h"
+#include "backend/functionalize_kernels.h"
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
 #include "backend/metrics.h"
@@ -156,6 +157,63 @@ at::Tensor& functionalizeCopy(at::Tensor& self, const at::Tensor& src, bool non_
   F::commit_update(self);
   F::sync(self);
   return self;
+}
+
+}  // namespace lazyfuse
+
+namespace lazyfuse {
+
+// Note [Tensors made like a lazy tensor on another device]
+// torch.zeros_like(x, device="cpu") and x.new_zeros(3, device="cpu") make a tensor on the device
+// they name, taking from the lazy x only its sizes, strides, dtype and layout. Such a call
+// reached the Lazy key (its tensor argument is lazy), whose recorder made a lazy tensor of it,
+// and Functionalize's fallback wraps whatever comes back. So on Functionalize (lazy calls only,
+// Note [Lazy-only kernels on Functionalize]; torch.zeros_like skips the autograd keys), a call
+// naming another device runs there on a stand-in of that device's (empty, same geometry):
+// eager's kernel, eager's result (a *_like random op draws from that device's generator). A
+// call without one, or naming lazy, takes PyTorch's path. Pinned by test_factories_transfers.py::
+// test_like_and_new_on_another_device.
+namespace {
+
+/// The device a *_like or new_* call names, when it is not lazy.
+std::optional<c10::Device> namedOtherDevice(const c10::OperatorHandle& op,
+                                            const torch::jit::Stack& stack) {
+  const auto& args = op.schema().arguments();
+  auto values = torch::jit::last(stack, args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].name() == "device" && values[i].isDevice() && !isLazyDevice(values[i].toDevice())) {
+      return values[i].toDevice();
+    }
+  }
+  return std::nullopt;
+}
+
+void likeOnDeviceKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                        torch::jit::Stack* stack) {
+  const std::optional<c10::Device> device = namedOtherDevice(op, *stack);
+  if (!device) return pytorchFunctionalizeKernel(op).callBoxed(op, keys, stack);
+  const size_t num_args = op.schema().arguments().size();
+  for (size_t i = stack->size() - num_args; i < stack->size(); ++i) {
+    if (!(*stack)[i].isTensor() || !isLazy((*stack)[i].toTensor())) continue;
+    const at::Tensor& t = (*stack)[i].toTensor();
+    (*stack)[i] = at::empty_strided(t.sizes(), t.strides(), t.options().device(*device));
+  }
+  op.callBoxed(stack);
+}
+
+}  // namespace
+
+void registerLikeOnDeviceKernels(torch::Library& functionalize_lib) {
+  static const char* const kOps[] = {"empty_like", "zeros_like", "ones_like", "full_like",
+                                     "rand_like", "randn_like", "randint_like", "new_empty",
+                                     "new_zeros", "new_ones", "new_full", "new_empty_strided"};
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    for (const char* op : kOps) {
+      if (name.name != std::string("aten::") + op) continue;
+      implLazyOnFunctionalize(functionalize_lib, *c10::Dispatcher::singleton().findOp(name),
+                              c10::KernelFunction::makeFromBoxedFunction<&likeOnDeviceKernel>());
+    }
+  }
 }
 
 }  // namespace lazyfuse

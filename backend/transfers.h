@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <torch/library.h>
 
 namespace lazyfuse {
 
@@ -14,5 +15,9 @@ void copyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 at::Tensor liftFresh(const at::Tensor& self);
 /// Functionalize kernel of copy_. See Note [Functionalizing copy_ across devices].
 at::Tensor& functionalizeCopy(at::Tensor& self, const at::Tensor& src, bool non_blocking);
+
+/// Registers the kernels of Note [Tensors made like a lazy tensor on another device] on
+/// `functionalize_lib` (aten, Functionalize).
+void registerLikeOnDeviceKernels(torch::Library& functionalize_lib);
 
 }  // namespace lazyfuse

@@ -55,20 +55,8 @@ DEVICE_ASSERT = (
     "too), after which no CUDA call of the process succeeds: the sample's sync would end the sweep"
 )
 NO_CUDA_KERNEL = "eager CUDA has no kernel for it (aten::_histogramdd_bin_edges): lazy raises that"
-LIKE_ON_ANOTHER_DEVICE = (
-    "bug: *_like(lazy, device='cpu') records a lazy op instead of making a CPU tensor; on CUDA "
-    "its CPU kernel then refuses the CUDA generator the recorder drew from"
-)
-TRANSFER_OUT_SAMPLE = (
-    "harness: the sample moves a lazy tensor to cuda:0, whose result is rightly a CUDA tensor; "
-    "the harness expects every result on lazy"
-)
 XFAIL_ON_CUDA = {
     ("histogramdd", "errors", None): NO_CUDA_KERNEL,
-    ("rand_like", "correctness", None): LIKE_ON_ANOTHER_DEVICE,
-    ("randn_like", "correctness", None): LIKE_ON_ANOTHER_DEVICE,
-    ("randint_like", "correctness", None): LIKE_ON_ANOTHER_DEVICE,
-    ("to", "correctness", None): TRANSFER_OUT_SAMPLE,
 }
 SKIP_ON_CUDA = {
     ("scatter", "errors", None): DEVICE_ASSERT,

@@ -365,6 +365,14 @@ def has_lazy(value):
     return _mentions(value, "lazy")
 
 
+def gives_lazy(sample):
+    """Whether a sample's results must be lazy: it has lazy tensors and names no other device
+    (zeros_like(x, device="cpu") makes a CPU tensor, x.to("cuda:0") a CUDA one)."""
+    named = [leaf for leaf in pytree.tree_leaves((sample.args, sample.kwargs))
+             if isinstance(leaf, torch.device) or (isinstance(leaf, str) and leaf in ("cpu", "cuda"))]
+    return has_lazy(sample) and all(_is_device(d, "lazy") for d in named)
+
+
 def to_cpu(value, lazy_inputs=True):
     """Every tensor in `value` (any pytree) brought to the CPU. With lazy inputs, a tensor that is
     not lazy is an error: lazy inputs must give lazy outputs."""

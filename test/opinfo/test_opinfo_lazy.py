@@ -36,7 +36,7 @@ from harness import (
     assert_same,
     dtype_name,
     from_reference,
-    has_lazy,
+    gives_lazy,
     meta_samples,
     noncomparable_reason,
     op_id,
@@ -164,7 +164,7 @@ class TestLazyfuseOpInfo(TestCase):
             with _sample_check(record, index, sample):
                 actual = op(lazy_sample.input, *lazy_sample.args, **lazy_sample.kwargs)
                 lazyfuse.mark_step()
-                actual = sample.output_process_fn_grad(to_cpu(actual, has_lazy(lazy_sample)))
+                actual = sample.output_process_fn_grad(to_cpu(actual, gives_lazy(lazy_sample)))
                 compare.same(actual, from_reference(sample.output_process_fn_grad(expected)))
                 compare.same(
                     to_cpu(sample_tensors(lazy_sample), lazy_inputs=False),

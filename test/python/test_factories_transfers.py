@@ -189,6 +189,33 @@ def test_like_factories():
     assert torch.rand_like(lazy_src).cpu().dtype == torch.float64
 
 
+@pytest.mark.parametrize("make", [
+    lambda x, d: torch.empty_like(x, device=d).zero_(),
+    lambda x, d: torch.zeros_like(x, device=d),
+    lambda x, d: torch.ones_like(x, device=d, dtype=torch.float64),
+    lambda x, d: torch.full_like(x, 2.5, device=d),
+    lambda x, d: x.new_zeros((2, 5), device=d),
+    lambda x, d: x.new_full((3,), 7, device=d),
+    lambda x, d: torch.rand_like(x, device=d),
+    lambda x, d: torch.randn_like(x, device=d),
+    lambda x, d: torch.randint_like(x, 10, device=d),
+], ids=["empty_like", "zeros_like", "ones_like", "full_like", "new_zeros", "new_full",
+        "rand_like", "randn_like", "randint_like"])
+def test_like_and_new_on_another_device(make):
+    # The device named wins over the lazy tensor's, as in eager: a CPU tensor of eager's
+    # geometry, values and random draws (Note [Tensors made like a lazy tensor on another device]).
+    x = torch.arange(12.0).reshape(3, 4).t()
+    torch.manual_seed(3)
+    expected = make(x, "cpu")
+    torch.manual_seed(3)
+    got = make(x.to("lazy"), "cpu")
+    assert got.device.type == "cpu" and not torch._is_functional_tensor(got)
+    assert (got.dtype, got.shape, got.stride()) == (expected.dtype, expected.shape, expected.stride())
+    torch.testing.assert_close(got, expected)
+    assert make(x.to("lazy"), "lazy").device.type == "lazy"
+    assert make(x.to("lazy"), None).device.type == "lazy"
+
+
 def test_tensor_constructor_on_lazy():
     for data in ([1.0, 2.0, 3.0], [[1, 2], [3, 4]], [True, False], 5, 2.5):
         expected = torch.tensor(data)
