@@ -102,10 +102,17 @@ bool CpuRenderer::readsAcrossPoints() const {
 // it; each reduction is a loop nest over its reduced dimensions whose innermost loop runs over
 // the segment, folding one accumulator per point. See Note [CPU loop structure].
 
+// A segment of up to 1024 points (a whole row of a [G, 1024] split column reduction, Note [Split
+// column reductions], so that a task reads whole rows: the weight gradients of a [4096, 1024]
+// LayerNorm, 1.66 ms -> 0.94 ms on 2 threads), but no larger than leaves 8 segments to spread
+// over threads (down to 256 points), and no larger than 256 KiB of segment arrays.
 int64_t CpuRenderer::segmentSize() const {
   int64_t arrays = static_cast<int64_t>(k_.reductions.size());
   for (const KInstr& instr : k_.instrs) arrays += instr.scope == -1;
-  int64_t size = 256;
+  int64_t points = 1;
+  for (int64_t size : k_.domain) points *= size;
+  int64_t size = 1024;
+  while (size > 256 && points / size < 8) size /= 2;
   while (size > 16 && size * 8 * arrays > 256 * 1024) size /= 2;
   return size;
 }

@@ -102,10 +102,10 @@ bool lowerLayerNormBackward(LoweringCall& call) {
   }
   if (wanted(1)) {
     LoopId dyx = call.combine({dy, xhat}, sizes, kAcc, [](KernelBuilder& o, const std::vector<V>& v) { return o.binary("mul", o.cast(v[0], kAcc), v[1]); });
-    outputs.push_back(call.reduce(dyx, dims.outer, false, ReduceKind::kSum, kAcc, call.out(next_out++).dtype));
+    outputs.push_back(reduceMaybeSplit(call, dyx, dims.outer, false, ReduceKind::kSum, kAcc, call.out(next_out++).dtype, nullptr, nullptr));
   }
   if (wanted(2)) {
-    outputs.push_back(call.reduce(dy, dims.outer, false, ReduceKind::kSum, kAcc, call.out(next_out++).dtype, toAcc()));
+    outputs.push_back(reduceMaybeSplit(call, dy, dims.outer, false, ReduceKind::kSum, kAcc, call.out(next_out++).dtype, toAcc(), nullptr));
   }
   call.outputs = outputs;
   return true;

@@ -16,4 +16,10 @@ bool lowerReduction(LoweringCall& call, const std::string& op, const std::string
 bool lowerNormalization(LoweringCall& call, const std::string& op);
 bool lowerForeach(LoweringCall& call, const std::string& op, const std::string& overload);
 
+/// call.reduce, split in two steps where one would run on few threads (Note [Split full
+/// reductions], Note [Split column reductions]).
+LoopId reduceMaybeSplit(LoweringCall& call, LoopId input, const std::vector<int64_t>& dims,
+                        bool keepdim, ReduceKind kind, c10::ScalarType acc, c10::ScalarType dtype,
+                        ReduceFn pre, ReduceFn post);
+
 }  // namespace lazyfuse

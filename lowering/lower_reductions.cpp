@@ -78,13 +78,69 @@ std::optional<std::pair<LoopId, size_t>> splitSource(LoweringCall& call, LoopId 
   return std::nullopt;
 }
 
-/// call.reduce, in two steps when it folds a large input to a single value; see
-/// Note [Split full reductions].
+// Note [Split column reductions]
+// A sum over the rows of a tall input (a weight or bias gradient: [4096, 1024] summed over dim 0)
+// folds each output point down a column, and the CPU renderer runs a segment of the row's points
+// at a time: each task reads one segment of every row, a row's length apart, and the few output
+// points make few tasks. Such a reduction is computed in two steps instead: partials over groups
+// of kColumnGroupRows..2*kColumnGroupRows rows (the input viewed as [G, R / G, ...], summed over
+// its middle dimension: G times as many tasks, each over rows of its own) in the accumulator
+// type, then the fold of the G partials. Only for a leading dimension of at least
+// kColumnSplitMinRows rows whose row count such a group size divides.
+constexpr int64_t kColumnSplitMinRows = 256;
+constexpr int64_t kColumnGroupRows = 64;
+
+/// The grouped view of `input` for a split of its reduction over `dims`, and the rows of a
+/// group; nullopt when it does not split.
+std::optional<std::pair<LoopId, int64_t>> columnSplitSource(LoweringCall& call, LoopId input,
+                                                            const std::vector<int64_t>& sizes,
+                                                            const std::vector<int64_t>& dims) {
+  // The reduced dimensions must be the leading ones, with some left: their rows are R.
+  const size_t lead = dims.size();
+  if (lead == 0 || lead >= sizes.size()) return std::nullopt;
+  for (size_t d = 0; d < lead; ++d) {
+    if (dims[d] != static_cast<int64_t>(d)) return std::nullopt;
+  }
+  const int64_t total_rows = reducedCount(sizes, dims);
+  int64_t elements = 1;
+  for (int64_t s : sizes) elements *= s;
+  if (total_rows < kColumnSplitMinRows || elements < kSplitMinElements) return std::nullopt;
+  for (int64_t rows = kColumnGroupRows; rows <= 2 * kColumnGroupRows; ++rows) {
+    if (total_rows % rows != 0) continue;
+    std::vector<int64_t> grouped{total_rows / rows, rows};
+    grouped.insert(grouped.end(), sizes.begin() + static_cast<std::ptrdiff_t>(lead), sizes.end());
+    LoopId view = call.view(input, grouped, [rows, lead, sizes](const std::vector<IxPtr>& index) {
+      // Row g * rows + r of the flattened leading dimensions, back to their indices.
+      IxPtr row = ixAdd(ixMul(index[0], ixConst(rows)), index[1]);
+      std::vector<IxPtr> source(lead);
+      int64_t stride = 1;
+      for (size_t d = lead; d-- > 0;) {
+        source[d] = d == 0 ? ixDiv(row, ixConst(stride)) : ixMod(ixDiv(row, ixConst(stride)), ixConst(sizes[d]));
+        stride *= sizes[d];
+      }
+      source.insert(source.end(), index.begin() + 2, index.end());
+      return source;
+    });
+    return std::make_pair(view, rows);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+/// call.reduce, in two steps when it folds a large input to a single value or down the rows of a
+/// tall one; see Note [Split full reductions] and Note [Split column reductions].
 LoopId reduceMaybeSplit(LoweringCall& call, LoopId input, const std::vector<int64_t>& dims,
                         bool keepdim, ReduceKind kind, ScalarType acc, ScalarType dtype,
                         ReduceFn pre, ReduceFn post) {
   const std::vector<int64_t> sizes = call.loop(input).sizes;
   const bool arg = kind == ReduceKind::kArgMax || kind == ReduceKind::kArgMin;
+  if (!arg) {
+    if (auto columns = columnSplitSource(call, input, sizes, dims)) {
+      LoopId partials = call.reduce(columns->first, {1}, false, kind, acc, acc, pre, nullptr);
+      return call.reduce(partials, {0}, keepdim, kind, acc, dtype, nullptr, post);
+    }
+  }
   std::optional<std::pair<LoopId, size_t>> split;
   if (!arg && dims.size() == sizes.size() && reducedCount(sizes, dims) >= kSplitMinElements) {
     split = splitSource(call, input, sizes);
@@ -100,6 +156,8 @@ LoopId reduceMaybeSplit(LoweringCall& call, LoopId input, const std::vector<int6
   LoopId partials = call.reduce(source, inner, partial_keepdim, kind, acc, acc, pre, nullptr);
   return call.reduce(partials, outer, keepdim, kind, acc, dtype, nullptr, post);
 }
+
+namespace {
 
 bool lowerSumLike(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim_arg,
                   std::optional<size_t> keep_arg, bool mean) {

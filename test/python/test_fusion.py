@@ -254,6 +254,36 @@ def test_split_full_reductions_keep_nan_and_inf():
     check(lambda t: (t.sum(), t.amax(), t.amin(), t.mean()), x)
 
 
+@pytest.mark.parametrize("shape, fn, split", [
+    ((4096, 64), lambda t: t.sum(0), True),
+    ((512, 300), lambda t: (t.mean(0, keepdim=True), t.amax(0), t.amin(0)), True),
+    ((8, 64, 200), lambda t: t.sum((0, 1)), True),
+    ((320, 7, 50), lambda t: (t * 2).sum(0, keepdim=True), True),
+    ((257, 300), lambda t: t.sum(0), False),  # no group size divides 257 rows
+    ((100, 1000), lambda t: t.sum(0), False),  # too few rows
+    ((512, 300), lambda t: t.sum(1), False),  # a row reduction
+], ids=["tall", "mean_keepdim_max_min", "two_leading_dims", "keepdim", "prime_rows", "short",
+        "rows"])
+def test_split_column_reductions(shape, fn, split):
+    # Note [Split column reductions]: partials over groups of rows, then their fold.
+    x = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    x.view(-1)[123] = math.inf if split else 0.0
+    kernels = check(fn, x, rtol=1e-12, atol=1e-12)["KernelsLaunched"]
+    assert kernels >= 2 if split else kernels == 1
+
+
+def test_layer_norm_backward_splits_its_weight_and_bias_gradients():
+    x = torch.randn(8, 64, 256, generator=torch.Generator().manual_seed(6))
+    w, b, g = torch.randn(256), torch.randn(256), torch.randn(8, 64, 256)
+
+    def grads(x, w, b, g):
+        x, w, b = (t.detach().requires_grad_(True) for t in (x, w, b))
+        out = torch.nn.functional.layer_norm(x, (256,), w, b)
+        return torch.autograd.grad(out, (x, w, b), g)
+
+    check(grads, x, w, b, g, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool], ids=str)
 def test_integer_reductions(dtype):
     x = edge_tensor((9, 31), dtype, 7)
