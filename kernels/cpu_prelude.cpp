@@ -235,7 +235,10 @@ static inline bool lf_bitwise_not(bool a) { return !a; }
 LF_BOOL1(logical_not, !(a != 0)) LF_BOOL1(isnan, a != a) LF_BOOL1(isinf, false)
 static inline bool lf_isinf(float a) { return __builtin_isinf(a); }
 static inline bool lf_isinf(double a) { return __builtin_isinf(a); }
-LF_ANY2(add, a + b) LF_ANY2(sub, a - b) LF_ANY2(mul, a * b) LF_ANY2(div, a / b) LF_ANY2(div_by_scalar, a / b)
+LF_ANY2(add, a + b) LF_ANY2(sub, a - b) LF_ANY2(mul, a * b) LF_ANY2(div, a / b)
+// A division by a Scalar divides, as eager's CPU div does (the CUDA prelude multiplies by the
+// reciprocal, as eager's CUDA div does).
+LF_ANY2(div_by_scalar, a / b)
 template <class T> static inline T lf_select(bool c, T x, T y) { return c ? x : y; }
 #define LF_SELECT_BITS(T, U) \
   static inline T lf_select(bool c, T x, T y) { \

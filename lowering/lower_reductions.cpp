@@ -115,7 +115,8 @@ std::optional<std::pair<LoopId, int64_t>> columnSplitSource(LoweringCall& call, 
       std::vector<IxPtr> source(lead);
       int64_t stride = 1;
       for (size_t d = lead; d-- > 0;) {
-        source[d] = d == 0 ? ixDiv(row, ixConst(stride)) : ixMod(ixDiv(row, ixConst(stride)), ixConst(sizes[d]));
+        IxPtr above = ixDiv(row, ixConst(stride));
+        source[d] = d == 0 ? above : ixMod(above, ixConst(sizes[d]));
         stride *= sizes[d];
       }
       source.insert(source.end(), index.begin() + 2, index.end());
