@@ -1,5 +1,6 @@
-// Lowerings of native_layer_norm and its backward as reductions plus pointwise nodes; the
-// statistics accumulate in double.
+// Lowerings of native_layer_norm and its backward as reductions plus pointwise nodes: each element
+// computed in the input's compute type (float for float, half and bfloat16), as eager's kernels
+// compute, and the statistics accumulated in double.
 
 #include "lowering/lower_ops.h"
 
@@ -47,12 +48,13 @@ bool lowerLayerNorm(LoweringCall& call) {
   const std::vector<int64_t> sizes = call.loop(x).sizes;
   const NormDims dims = normDims(sizes, call.constant(1).toIntVector().size());
   const double eps = call.constant(4).toDouble();
+  const ScalarType t = computeType(call.out(0).dtype);
   LoopId mean = call.reduce(x, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(), divideBy(dims.count));
-  LoopId sq = call.combine({x, mean}, sizes, kAcc, [](KernelBuilder& o, const std::vector<V>& v) {
-    V d = o.binary("sub", o.cast(v[0], kAcc), v[1]);
+  LoopId sq = call.combine({x, mean}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
+    V d = o.binary("sub", o.cast(v[0], t), o.cast(v[1], t));
     return o.binary("mul", d, d);
   });
-  LoopId var = call.reduce(sq, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, nullptr, divideBy(dims.count));
+  LoopId var = call.reduce(sq, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(), divideBy(dims.count));
   LoopId rstd = call.combine({var}, call.loop(var).sizes, kAcc, [eps](KernelBuilder& o, const std::vector<V>& v) {
     return o.unary("rsqrt", o.binary("add", v[0], o.constant(eps, kAcc)));
   });
@@ -60,7 +62,6 @@ bool lowerLayerNorm(LoweringCall& call) {
   const auto weight = call.tensor(2), bias = call.tensor(3);
   if (weight) in.push_back(*weight);
   if (bias) in.push_back(*bias);
-  const ScalarType t = computeType(call.out(0).dtype);
   const bool has_w = weight.has_value(), has_b = bias.has_value();
   LoopId out = call.combine(in, sizes, call.out(0).dtype, [=](KernelBuilder& o, const std::vector<V>& v) {
     V y = o.binary("mul", o.binary("sub", o.cast(v[0], t), o.cast(v[1], t)), o.cast(v[2], t));
@@ -78,31 +79,34 @@ bool lowerLayerNormBackward(LoweringCall& call) {
   const auto weight = call.tensor(5);
   const std::vector<int64_t> sizes = call.loop(x).sizes;
   const NormDims dims = normDims(sizes, call.constant(2).toIntVector().size());
-  LoopId xhat = call.combine({x, mean, rstd}, sizes, kAcc, [](KernelBuilder& o, const std::vector<V>& v) {
-    return o.binary("mul", o.binary("sub", o.cast(v[0], kAcc), o.cast(v[1], kAcc)), o.cast(v[2], kAcc));
+  // Per element in the input's compute type (float for float, half and bfloat16), as eager's
+  // kernel computes; the sums accumulate in double.
+  const ScalarType t = computeType(call.loop(x).dtype);
+  LoopId xhat = call.combine({x, mean, rstd}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
+    return o.binary("mul", o.binary("sub", o.cast(v[0], t), o.cast(v[1], t)), o.cast(v[2], t));
   });
   std::vector<LoopId> g_in = {dy};
   if (weight) g_in.push_back(*weight);
-  LoopId g = call.combine(g_in, sizes, kAcc, [](KernelBuilder& o, const std::vector<V>& v) {
-    V r = o.cast(v[0], kAcc);
-    return v.size() > 1 ? o.binary("mul", r, o.cast(v[1], kAcc)) : r;
+  LoopId g = call.combine(g_in, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
+    V r = o.cast(v[0], t);
+    return v.size() > 1 ? o.binary("mul", r, o.cast(v[1], t)) : r;
   });
   std::vector<LoopId> outputs;
   size_t next_out = 0;
   const auto& returns = call.attrs().returns;
   auto wanted = [&](size_t r) { return returns.at(r).kind == ReturnKind::kTensor; };
   if (wanted(0)) {
-    LoopId gx = call.combine({g, xhat}, sizes, kAcc, [](KernelBuilder& o, const std::vector<V>& v) { return o.binary("mul", v[0], v[1]); });
-    LoopId s1 = call.reduce(g, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, nullptr, divideBy(dims.count));
-    LoopId s2 = call.reduce(gx, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, nullptr, divideBy(dims.count));
-    outputs.push_back(call.combine({g, xhat, s1, s2, rstd}, sizes, call.out(next_out++).dtype, [](KernelBuilder& o, const std::vector<V>& v) {
-      V inner = o.binary("sub", o.binary("sub", v[0], v[2]), o.binary("mul", v[1], v[3]));
-      return o.binary("mul", o.cast(v[4], kAcc), inner);
+    LoopId gx = call.combine({g, xhat}, sizes, t, [](KernelBuilder& o, const std::vector<V>& v) { return o.binary("mul", v[0], v[1]); });
+    LoopId s1 = call.reduce(g, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(), divideBy(dims.count));
+    LoopId s2 = call.reduce(gx, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(), divideBy(dims.count));
+    outputs.push_back(call.combine({g, xhat, s1, s2, rstd}, sizes, call.out(next_out++).dtype, [t](KernelBuilder& o, const std::vector<V>& v) {
+      V inner = o.binary("sub", o.binary("sub", v[0], o.cast(v[2], t)), o.binary("mul", v[1], o.cast(v[3], t)));
+      return o.binary("mul", o.cast(v[4], t), inner);
     }));
   }
   if (wanted(1)) {
-    LoopId dyx = call.combine({dy, xhat}, sizes, kAcc, [](KernelBuilder& o, const std::vector<V>& v) { return o.binary("mul", o.cast(v[0], kAcc), v[1]); });
-    outputs.push_back(reduceMaybeSplit(call, dyx, dims.outer, false, ReduceKind::kSum, kAcc, call.out(next_out++).dtype, nullptr, nullptr));
+    LoopId dyx = call.combine({dy, xhat}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) { return o.binary("mul", o.cast(v[0], t), v[1]); });
+    outputs.push_back(reduceMaybeSplit(call, dyx, dims.outer, false, ReduceKind::kSum, kAcc, call.out(next_out++).dtype, toAcc(), nullptr));
   }
   if (wanted(2)) {
     outputs.push_back(reduceMaybeSplit(call, dy, dims.outer, false, ReduceKind::kSum, kAcc, call.out(next_out++).dtype, toAcc(), nullptr));

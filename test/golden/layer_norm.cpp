@@ -20,26 +20,26 @@ extern "C" void lf_kernel_0(lf_i64 begin, lf_i64 end, void* const* buffers, cons
     const double t2 = (double)a2;
     const double t3 = (double)16.0;
     const double t4 = (double)lf_div(t2, t3);
-    double a9 = (double)0.0;
-#pragma omp simd reduction(+:a9)
+    const float t6 = (float)t4;
+    double a10 = (double)0.0;
+#pragma omp simd reduction(+:a10)
     for (lf_i64 q = 0; q < 16; ++q) {
       const lf_i64 r0 = q;
       const float t5 = (float)b0[((v0 * 80 + v1 * 16) + r0)];
-      const double t6 = (double)t5;
-      const double t7 = (double)lf_sub(t6, t4);
-      const double t8 = (double)lf_mul(t7, t7);
-      a9 = a9 + (double)t8;
+      const float t7 = (float)lf_sub(t5, t6);
+      const float t8 = (float)lf_mul(t7, t7);
+      const double t9 = (double)t8;
+      a10 = a10 + (double)t9;
     }
-    const double t9 = (double)a9;
-    const double t10 = (double)lf_div(t9, t3);
-    const float t11 = (float)t4;
+    const double t10 = (double)a10;
+    const double t11 = (double)lf_div(t10, t3);
     const double t12 = (double)1e-05;
-    const double t13 = (double)lf_add(t10, t12);
+    const double t13 = (double)lf_add(t11, t12);
     const double t14 = (double)lf_rsqrt(t13);
     const float t15 = (float)t14;
     b1[(v0 * 5 + v1)] = (double)t4;
-    b2[(v0 * 5 + v1)] = (double)t10;
-    b3[(v0 * 5 + v1)] = (float)t11;
+    b2[(v0 * 5 + v1)] = (double)t11;
+    b3[(v0 * 5 + v1)] = (float)t6;
     b4[(v0 * 5 + v1)] = (float)t15;
   }
 }
