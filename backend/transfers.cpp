@@ -159,10 +159,6 @@ at::Tensor& functionalizeCopy(at::Tensor& self, const at::Tensor& src, bool non_
   return self;
 }
 
-}  // namespace lazyfuse
-
-namespace lazyfuse {
-
 // Note [Tensors made like a lazy tensor on another device]
 // torch.zeros_like(x, device="cpu") and x.new_zeros(3, device="cpu") make a tensor on the device
 // they name, taking from the lazy x only its sizes, strides, dtype and layout. Such a call
@@ -181,8 +177,9 @@ std::optional<c10::Device> namedOtherDevice(const c10::OperatorHandle& op,
   const auto& args = op.schema().arguments();
   auto values = torch::jit::last(stack, args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].name() == "device" && values[i].isDevice() && !isLazyDevice(values[i].toDevice())) {
-      return values[i].toDevice();
+    const c10::IValue& v = values[i];
+    if (args[i].name() == "device" && v.isDevice() && !isLazyDevice(v.toDevice())) {
+      return v.toDevice();
     }
   }
   return std::nullopt;
