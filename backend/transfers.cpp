@@ -16,6 +16,9 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <string>
+#include <unordered_set>
+
 namespace lazyfuse {
 namespace {
 
@@ -201,15 +204,14 @@ void likeOnDeviceKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
 }  // namespace
 
 void registerLikeOnDeviceKernels(torch::Library& functionalize_lib) {
-  static const char* const kOps[] = {"empty_like", "zeros_like", "ones_like", "full_like",
-                                     "rand_like", "randn_like", "randint_like", "new_empty",
-                                     "new_zeros", "new_ones", "new_full", "new_empty_strided"};
+  static const std::unordered_set<std::string> kOps = {
+      "aten::empty_like", "aten::zeros_like", "aten::ones_like", "aten::full_like",
+      "aten::rand_like", "aten::randn_like", "aten::randint_like", "aten::new_empty",
+      "aten::new_zeros", "aten::new_ones", "aten::new_full", "aten::new_empty_strided"};
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-    for (const char* op : kOps) {
-      if (name.name != std::string("aten::") + op) continue;
-      implLazyOnFunctionalize(functionalize_lib, *c10::Dispatcher::singleton().findOp(name),
-                              c10::KernelFunction::makeFromBoxedFunction<&likeOnDeviceKernel>());
-    }
+    if (!kOps.count(name.name)) continue;  // every overload of these ops
+    implLazyOnFunctionalize(functionalize_lib, *c10::Dispatcher::singleton().findOp(name),
+                            c10::KernelFunction::makeFromBoxedFunction<&likeOnDeviceKernel>());
   }
 }
 

@@ -35,9 +35,9 @@ at::Tensor writableCopy(const at::Tensor& tensor) { return tensor.clone(); }
 
 /// Whether `op`'s CUDA kernel refuses a CPU scalar tensor where the lazy device, like eager's CPU,
 /// takes one: clamp's Tensor bounds are device-checked, unlike TensorIterator operands.
-bool refusesCpuScalars(const std::string& name) {  // "aten::clamp.Tensor"
-  const std::string op = name.substr(0, name.find('.'));
-  return op == "aten::clamp" || op == "aten::clamp_min" || op == "aten::clamp_max";
+bool refusesCpuScalars(const c10::OperatorHandle& op) {
+  const std::string& name = op.operator_name().name;  // no overload: "aten::clamp"
+  return name == "aten::clamp" || name == "aten::clamp_min" || name == "aten::clamp_max";
 }
 
 /// The CPU scalar tensors of `stack` as 0-dim tensors on the device of its first other tensor:
@@ -83,7 +83,7 @@ class StepRunner {
       }
       stack.push_back(argument(slot));
     }
-    if (refusesCpuScalars(attrs.name)) moveCpuScalars(stack);
+    if (refusesCpuScalars(attrs.op)) moveCpuScalars(stack);
     PlanCapture* capture = currentCapture();
     if (capture && capture->emulated()) {
       recordEmulated(*capture, position, attrs, std::move(stack));

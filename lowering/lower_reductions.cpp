@@ -90,11 +90,11 @@ std::optional<std::pair<LoopId, size_t>> splitSource(LoweringCall& call, LoopId 
 constexpr int64_t kColumnSplitMinRows = 256;
 constexpr int64_t kColumnGroupRows = 64;
 
-/// The grouped view of `input` for a split of its reduction over `dims`, and the rows of a
-/// group; nullopt when it does not split.
-std::optional<std::pair<LoopId, int64_t>> columnSplitSource(LoweringCall& call, LoopId input,
-                                                            const std::vector<int64_t>& sizes,
-                                                            const std::vector<int64_t>& dims) {
+/// The grouped view [G, rows, ...] of `input` for a split of its reduction over `dims`; nullopt
+/// when it does not split.
+std::optional<LoopId> columnSplitSource(LoweringCall& call, LoopId input,
+                                        const std::vector<int64_t>& sizes,
+                                        const std::vector<int64_t>& dims) {
   // The reduced dimensions must be the leading ones, with some left: their rows are R.
   const size_t lead = dims.size();
   if (lead == 0 || lead >= sizes.size()) return std::nullopt;
@@ -122,7 +122,7 @@ std::optional<std::pair<LoopId, int64_t>> columnSplitSource(LoweringCall& call, 
       source.insert(source.end(), index.begin() + 2, index.end());
       return source;
     });
-    return std::make_pair(view, rows);
+    return view;
   }
   return std::nullopt;
 }
@@ -136,11 +136,9 @@ LoopId reduceMaybeSplit(LoweringCall& call, LoopId input, const std::vector<int6
                         ReduceFn pre, ReduceFn post) {
   const std::vector<int64_t> sizes = call.loop(input).sizes;
   const bool arg = kind == ReduceKind::kArgMax || kind == ReduceKind::kArgMin;
-  if (!arg) {
-    if (auto columns = columnSplitSource(call, input, sizes, dims)) {
-      LoopId partials = call.reduce(columns->first, {1}, false, kind, acc, acc, pre, nullptr);
-      return call.reduce(partials, {0}, keepdim, kind, acc, dtype, nullptr, post);
-    }
+  if (auto grouped = arg ? std::nullopt : columnSplitSource(call, input, sizes, dims)) {
+    LoopId partials = call.reduce(*grouped, {1}, false, kind, acc, acc, pre, nullptr);
+    return call.reduce(partials, {0}, keepdim, kind, acc, dtype, nullptr, post);
   }
   std::optional<std::pair<LoopId, size_t>> split;
   if (!arg && dims.size() == sizes.size() && reducedCount(sizes, dims) >= kSplitMinElements) {
