@@ -98,6 +98,7 @@ Counter& eager_fallbacks = *new Counter("EagerFallback");
 Counter& kernels_compiled = *new Counter("KernelsCompiled");
 Counter& kernels_launched = *new Counter("KernelsLaunched");
 Counter& kernel_disk_hits = *new Counter("KernelDiskCacheHits");
+Counter& lowerings_declined = *new Counter("LoweringDeclined");
 Counter& fusion_fallbacks = *new Counter("FusionFallback");
 Counter& cuda_kernels_checked = *new Counter("CudaKernelsChecked");
 Counter& cuda_check_failures = *new Counter("CudaCheckFailures");

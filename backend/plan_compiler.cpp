@@ -254,6 +254,7 @@ std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph, bool recurri
 static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool recurring) {
   auto compiled = std::make_shared<CompiledPlan>();
   compiled->plan = lowerForTarget(graph, recurring, &compiled->fuse_when_recurring);
+  metrics::lowerings_declined.add(compiled->plan.lowerings_declined);
   if (dumpRequested("plan")) writeDump(graph, "plan", ".txt", printPlan(graph, compiled->plan));
   if (compiled->plan.kernels.empty()) return compiled;
   std::string error = compileKernels(graph, *compiled, hardwareDevice());

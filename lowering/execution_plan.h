@@ -97,6 +97,9 @@ struct ExecutionPlan {
   std::vector<KernelBatch> batches;
   std::vector<StridedView> views;
   int32_t num_temps = 0;
+  /// Nodes whose lowering declined (an argument form it does not fuse): they run their ATen
+  /// kernel as extern steps. Counted in the LoweringDeclined metric when the plan is compiled.
+  uint32_t lowerings_declined = 0;
   /// What each step is called in profiler traces and in lazyfuse.last_plan_profile(): a fused
   /// kernel with the ops whose values it writes. See Note [Plan steps in the profiler].
   std::shared_ptr<const std::vector<std::string>> step_labels;

@@ -109,6 +109,7 @@ class Partitioner {
 
   void run(ExecutionPlan& plan) {
     lowerNodes();
+    plan.lowerings_declined = declined_;
     try {
       markRealized();
       group();
@@ -176,9 +177,13 @@ class Partitioner {
                          e.what_without_backtrace());
       ok = false;
     }
-    if (!ok) p_.loops.nodes.resize(before);  // drop what a declined lowering had made
+    if (!ok) {
+      p_.loops.nodes.resize(before);  // drop what a declined lowering had made
+      p_.ref_of.resize(before);
+      ++declined_;
+      return false;
+    }
     p_.ref_of.resize(p_.loops.nodes.size());
-    if (!ok) return false;
     for (uint32_t k = 0; k < call.outputs.size(); ++k) {
       LoopId id = call.outputs[k];
       LF_INTERNAL_ASSERT(id >= static_cast<LoopId>(before) && !p_.ref_of[id],
@@ -349,6 +354,7 @@ class Partitioner {
 
   const Graph& graph_;
   Partition p_;
+  uint32_t declined_ = 0;  // see ExecutionPlan::lowerings_declined
 };
 
 void Partitioner::collectReads(LoopId id, Reads& reads) const {

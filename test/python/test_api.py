@@ -63,6 +63,19 @@ def test_eager_fallback_counter_is_per_op():
     assert m["EagerFallback"] >= 1
 
 
+
+def test_declined_lowerings_are_counted_and_run_unfused():
+    """A node whose lowering declines its argument form runs its ATen kernel in the fused plan,
+    with eager's result, and LoweringDeclined counts it; a graph that lowers whole counts none."""
+    x = torch.randn(307, 211)  # a shape no other test compiles, so the plan is lowered here
+    before = lazyfuse.metrics()["LoweringDeclined"]
+    got = (torch.cummax(x.to("lazy") * 2, 1)[0] + 1).cpu()
+    torch.testing.assert_close(got, torch.cummax(x * 2, 1)[0] + 1)
+    assert lazyfuse.metrics()["LoweringDeclined"] == before + 1
+    got = (x.to("lazy") * 3 + 1).sum(1).cpu()
+    torch.testing.assert_close(got, (x * 3 + 1).sum(1))
+    assert lazyfuse.metrics()["LoweringDeclined"] == before + 1
+
 def test_reset_metrics():
     some_work()
     assert lazyfuse.metrics()["GraphsExecuted"] > 0
