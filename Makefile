@@ -24,7 +24,7 @@ LIB_COPY    := python/lazyfuse/lib/liblazyfuse.so
 # libspdlog/fmt/gtest/gmock for the C++ build and tests; g++, python3-venv: what a bare Debian 12
 # image lacks to compile and to create the venv.
 APT_PACKAGES := libspdlog-dev libfmt-dev libgtest-dev libgmock-dev ccache ninja-build cmake \
-                g++ python3 python3-venv
+                g++ python3 python3-venv python3-dev
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 DEPS_STAMP    := $(BUILD)/.stamp-deps
@@ -75,8 +75,9 @@ $(NINJA_FILE): | $(VENV_STAMP) $(DEPS_STAMP)
 build: $(NINJA_FILE) $(PYPKG_STAMP)
 	cmake --build $(BUILD) -j $(JOBS)
 	install -D -m 0755 $(BUILD)/liblazyfuse.so $(LIB_COPY)
-	if [ -f $(BUILD)/liblazyfuse_cuda_graphs.so ]; then \
-	  install -D -m 0755 $(BUILD)/liblazyfuse_cuda_graphs.so $(dir $(LIB_COPY)); fi
+	for plugin in liblazyfuse_cuda_graphs.so liblazyfuse_python.so; do \
+	  if [ -f $(BUILD)/$$plugin ]; then install -D -m 0755 $(BUILD)/$$plugin $(dir $(LIB_COPY)); fi; \
+	done
 
 # The editable install does not need the library, only the package sources.
 $(PYPKG_STAMP): python/pyproject.toml | $(VENV_STAMP)

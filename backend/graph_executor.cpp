@@ -6,6 +6,7 @@
 #include "backend/plan_compiler.h"
 #include "backend/plan_replay.h"
 #include "kernels/extern_runner.h"
+#include "kernels/interrupts.h"
 #include "lazy_ir/check.h"
 #include "lowering/print_plan.h"
 
@@ -323,8 +324,27 @@ void breakFailedTargets(const std::vector<LazyData*>& targets, const std::string
     try {
       DonationState donation;
       runTargets({target}, donation);
+    } catch (const SyncInterrupted&) {
+      throw;  // the user stops the whole sync: see Note [Interrupting a sync]
     } catch (const std::exception&) {
       target->setBroken(currentErrorMessage());
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+/// Marks the targets of an interrupted run broken when it had written into donated memory;
+/// otherwise they stay pending. See Note [Interrupting a sync].
+void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& donation) {
+  if (donation.donated_data == 0) return;
+  for (LazyData* target : targets) {
+    if (target->isPending()) {
+      target->setBroken(
+          "the sync that computed this tensor was interrupted after it had written into memory "
+          "its inputs held, so it cannot be computed again");
     }
   }
 }
@@ -339,17 +359,25 @@ void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
     if (d->isPending() && !d->takeComputed()) targets.push_back(d.get());
   }
   if (targets.empty()) return;
+  InterruptibleSync interruptible;
   DonationState donation;
   try {
     runTargets(targets, donation);
+  } catch (const SyncInterrupted& interrupted) {
+    afterInterrupt(targets, donation);
+    std::rethrow_exception(interrupted.cause);
   } catch (const std::exception&) {
     const std::string error = currentErrorMessage();
-    if (donation.donated_data == 0) {
-      breakFailedTargets(targets, error);
-    } else {
+    if (donation.donated_data != 0) {
       // Donated device data is overwritten: a target alone would read it. See Note [Donated
       // buffers].
       for (LazyData* target : targets) target->setBroken(error);
+      throw;
+    }
+    try {
+      breakFailedTargets(targets, error);
+    } catch (const SyncInterrupted& interrupted) {
+      std::rethrow_exception(interrupted.cause);
     }
     throw;
   }

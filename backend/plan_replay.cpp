@@ -1,5 +1,7 @@
 #include "backend/plan_replay.h"
 
+#include "kernels/interrupts.h"
+
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/isnan.h>
@@ -322,6 +324,9 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
     outputs = runPlan(plan.plan, graph, plan.launcher(), plan.batchLauncher(),
                       donates ? &state : nullptr, &replaced);
     if (run->gpu) run->gpu->end();
+  } catch (const SyncInterrupted&) {
+    if (run->gpu) run->gpu->abort();
+    throw;  // not a failed capture: the next run captures again
   } catch (const std::exception& e) {
     if (run->gpu) run->gpu->abort();
     metrics::cuda_graph_capture_failures.add();

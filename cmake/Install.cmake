@@ -7,6 +7,9 @@ install(TARGETS lazyfuse LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET lazyfuse_cuda_graphs)  # beside liblazyfuse.so, where it looks for it
   install(TARGETS lazyfuse_cuda_graphs LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
+if(TARGET lazyfuse_python)
+  install(TARGETS lazyfuse_python LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY include/lazyfuse DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 set(LAZYFUSE_TORCH_ROOT "${TORCH_ROOT}")

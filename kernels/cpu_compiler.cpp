@@ -2,12 +2,15 @@
 
 #include "kernels/cpu_codegen.h"
 #include "kernels/detail/cpu_disk_cache.h"
+#include "kernels/interrupts.h"
 
 #include <c10/util/hash.h>
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -70,8 +73,15 @@ int runProgram(const std::vector<std::string>& argv, std::string& output) {
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
+  // Its own process group, so that an interrupt stops the compiler's children too (Note
+  // [Interrupting a sync]).
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
   pid_t pid = -1;
-  int spawned = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  int spawned = posix_spawn(&pid, argv[0].c_str(), &actions, &attributes, args.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   if (spawned != 0) {
@@ -80,11 +90,24 @@ int runProgram(const std::vector<std::string>& argv, std::string& output) {
     return -1;
   }
   char buffer[4096];
-  for (;;) {
-    ssize_t n = read(fds[0], buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    output.append(buffer, static_cast<size_t>(n));
+  try {
+    for (;;) {
+      // Waits 50 ms at a time, so that Ctrl-C stops a long compile (Note [Interrupting a sync]).
+      pollInterrupt();
+      pollfd ready{fds[0], POLLIN, 0};
+      const int polled = poll(&ready, 1, 50);
+      if (polled == 0 || (polled < 0 && errno == EINTR)) continue;  // a signal ends the wait
+      ssize_t n = read(fds[0], buffer, sizeof(buffer));
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) break;
+      output.append(buffer, static_cast<size_t>(n));
+    }
+  } catch (...) {
+    kill(-pid, SIGKILL);
+    close(fds[0]);
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    throw;
   }
   close(fds[0]);
   int status = 0;
@@ -204,7 +227,14 @@ std::string compileInto(const std::string& source, const Compiler& compiler, con
   }
   for (const std::string& flag : linkFlags()) argv.push_back(flag);
   std::string output;
-  int status = runProgram(argv, output);
+  int status = -1;
+  try {
+    status = runProgram(argv, output);
+  } catch (...) {  // interrupted: nothing of this compile stays
+    unlink(src.c_str());
+    unlink(tmp_so.c_str());
+    throw;
+  }
   if (status == 0) {
     unlink(src.c_str());
     if (detail::storeVerified(tmp_so, so_path)) return "";

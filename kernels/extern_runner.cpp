@@ -2,6 +2,7 @@
 
 #include "kernels/cuda_graph.h"
 #include "kernels/fused_runner.h"
+#include "kernels/interrupts.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/core/List.h>
@@ -299,6 +300,8 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
   std::vector<int64_t> step_ns(plan.steps.size(), 0);
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const PlanStep& step = plan.steps[s];
+    // See Note [Interrupting a sync]: not once the run has written into an input's memory.
+    if (donation == nullptr || donation->donated_data == 0) pollInterrupt();
     const auto start = std::chrono::steady_clock::now();
     // See Note [Plan steps in the profiler].
     RECORD_USER_SCOPE(plan.step_labels ? plan.step_labels->at(s) : std::string("lazyfuse::step"));

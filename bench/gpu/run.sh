@@ -60,10 +60,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 torch_prefix=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
 step configure cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix" -DLAZYFUSE_SPDLOG_INCLUDE_DIR="$DEPS/include" \
-  -DGTEST_ROOT="$DEPS/gtest" -DLAZYFUSE_WERROR=OFF || exit 1  # another compiler may warn more
+  -DGTEST_ROOT="$DEPS/gtest" -DLAZYFUSE_WERROR=OFF -DPython3_EXECUTABLE="$(command -v $PY)" || exit 1  # another compiler may warn more
 step build cmake --build $BUILD -j "$(nproc)" || exit 1
 install -D -m 0755 $BUILD/liblazyfuse.so python/lazyfuse/lib/liblazyfuse.so
 install -D -m 0755 $BUILD/liblazyfuse_cuda_graphs.so python/lazyfuse/lib/liblazyfuse_cuda_graphs.so
+[ -f $BUILD/liblazyfuse_python.so ] && install -D -m 0755 $BUILD/liblazyfuse_python.so python/lazyfuse/lib/
 # The editable install registers the torch.backends autoload entry point (test_api.py uses it).
 step pip_install $PY -m pip install -q --no-index --no-build-isolation --no-deps -e python
 

@@ -1,0 +1,101 @@
+#include "kernels/interrupts.h"
+
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+namespace lazyfuse {
+
+// Note [Interrupting a sync]
+// A sync may compile for seconds and run for longer. Python handles Ctrl-C by setting a flag in
+// its C signal handler and raising KeyboardInterrupt when its main thread next runs Python code,
+// which a sync (called with the GIL released, from an op) does not do until it returns. So a
+// sync polls: while it compiles (cpu_compiler.cpp waits for the compiler 50 ms at a time) and
+// between the steps of a plan (extern_runner.cpp), pollInterrupt() asks whether the user wants
+// to stop, at most every 20 ms, and only once the sync has run for 50 ms, so that the short
+// syncs of a training loop never ask. A single kernel or ATen call is not cut short.
+//
+// Asking is Python's business, and liblazyfuse.so does not link Python (a LibTorch program
+// loads it too). Inside a Python process, the first poll on the main thread (where Python
+// handles signals) loads liblazyfuse_python.so from beside this library: its check takes the
+// GIL, runs PyErr_CheckSignals(), and on a pending KeyboardInterrupt throws torch's
+// python_error holding it, which torch's bindings restore as the Python exception when it
+// reaches them. pollInterrupt() wraps that in SyncInterrupted so our own handlers can tell an
+// interrupt from a failure, and syncData unwraps it.
+//
+// What the sync leaves: a compile that was stopped kills the compiler and removes its files;
+// nothing was cached. A plan stops only before it writes into an input's memory (Note [Donated
+// buffers]): until then it has changed nothing, so its tensors stay pending and the next sync
+// computes them, and an interrupt never costs a tensor its value. Once a plan has written into
+// an input (in a training step, the optimizer's updates, which come last), it runs to its end.
+// Should an interrupt still come after such a write, the targets would be marked broken, their
+// error naming the interrupt (Note [Failed syncs]), as a failed run's are.
+
+namespace {
+
+std::atomic<InterruptCheck> installed{nullptr};
+
+constexpr auto kFirstPoll = std::chrono::milliseconds(50);
+constexpr auto kPollEvery = std::chrono::milliseconds(20);
+
+struct Window {
+  int depth = 0;
+  std::chrono::steady_clock::time_point next;
+};
+thread_local Window window;
+
+bool onMainThread() {
+  return static_cast<pid_t>(syscall(SYS_gettid)) == getpid();
+}
+
+/// Python's check, from liblazyfuse_python.so, or nullptr outside Python (or when the plugin
+/// was not built: then a sync is not interrupted).
+InterruptCheck pythonCheck() {
+  static const InterruptCheck check = []() -> InterruptCheck {
+    auto initialized = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+    if (initialized == nullptr || initialized() == 0) return nullptr;
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void*>(&pythonCheck), &info) || !info.dli_fname) return nullptr;
+    std::string path = info.dli_fname;
+    path = path.substr(0, path.find_last_of('/') + 1) + "liblazyfuse_python.so";
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) return nullptr;
+    return reinterpret_cast<InterruptCheck>(dlsym(handle, "lazyfuse_check_python_signals"));
+  }();
+  return check;
+}
+
+}  // namespace
+
+void setInterruptCheck(InterruptCheck check) {
+  installed.store(check, std::memory_order_relaxed);
+}
+
+InterruptibleSync::InterruptibleSync() {
+  if (window.depth++ == 0) window.next = std::chrono::steady_clock::now() + kFirstPoll;
+}
+
+InterruptibleSync::~InterruptibleSync() {
+  --window.depth;
+}
+
+void pollInterrupt() {
+  if (window.depth == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < window.next) return;
+  window.next = now + kPollEvery;
+  InterruptCheck check = installed.load(std::memory_order_relaxed);
+  if (check == nullptr && onMainThread()) check = pythonCheck();
+  if (check == nullptr) return;
+  try {
+    check();
+  } catch (...) {
+    throw SyncInterrupted(std::current_exception());
+  }
+}
+
+}  // namespace lazyfuse
