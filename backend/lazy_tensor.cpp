@@ -3,6 +3,7 @@
 #include "backend/conv_layout.h"
 #include "backend/device.h"
 #include "backend/metrics.h"
+#include "backend/storage_addresses.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/graph.h"
 
@@ -449,7 +450,9 @@ at::Tensor makeMaterializedTensor(at::Tensor buffer) {
 
 at::Tensor wrapIfFactory(at::Tensor tensor) {
   if (c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Functionalize)) return tensor;
-  return at::functionalization::impl::to_functional_tensor(tensor);
+  at::Tensor wrapped = at::functionalization::impl::to_functional_tensor(tensor);
+  giveStorageAnAddress(wrapped);
+  return wrapped;
 }
 
 }  // namespace lazyfuse

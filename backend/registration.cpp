@@ -6,6 +6,7 @@
 #include "backend/op_traits.h"
 #include "backend/random_draws.h"
 #include "backend/recorder.h"
+#include "backend/storage_addresses.h"
 #include "backend/transfers.h"
 #include "backend/write_checks.h"
 #include "backend/write_functionalization.h"
@@ -135,10 +136,18 @@ void registerDynamicKernels() {
     }
   }
   registerRandomTwinKernels(*lazy_lib);  // after the loop: Note [Random ops draw when recorded]
+  registerStorageKernels(*functionalize_lib);  // over the write checks
+  int views = 0;
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    auto op = c10::Dispatcher::singleton().findOp(name);  // Note [Addresses of lazy storages]
+    if (op && name.name.rfind("aten::", 0) == 0 && registerViewAddressKernel(*op, *functionalize_lib)) {
+      ++views;
+    }
+  }
   registerLikeOnDeviceKernels(*functionalize_lib);
   LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, write checks for ",
                checked, " in-place and out= ops, decompositions on Functionalize for ", decomposed,
-               ", out= kernels of ours for ", outs);
+               ", out= kernels of ours for ", outs, ", view address kernels for ", views);
 }
 
 const bool registered = (registerDynamicKernels(), true);

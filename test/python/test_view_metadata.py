@@ -195,3 +195,66 @@ def test_view_values_and_later_ops_unchanged_by_view_metadata():
              lambda x: x.t()[1:] * 2 + x[:, 1:].t())
     for make in makes:
         torch.testing.assert_close(make(lazy).cpu(), make(cpu))
+
+
+# ---- data_ptr and storage ----------------------------------------------------------------------
+# See Note [Addresses of lazy storages] in backend/storage_addresses.cpp.
+
+VIEW_CHAINS = [
+    lambda x: x[1:],
+    lambda x: x[1::2][:, 1:],
+    lambda x: x[1:][1:].t()[2:],
+    lambda x: x[2],
+    lambda x: x.diagonal(),
+    lambda x: x.view(5, 4).permute(1, 0)[::2],
+    lambda x: x[1:].view(torch.int32),
+    lambda x: x[:, 2:].view(torch.int16),
+    lambda x: x.split(2)[1][:, 1:],
+    lambda x: x.unfold(1, 2, 1)[1:],
+]
+
+
+@pytest.mark.parametrize("make_view", VIEW_CHAINS, ids=[
+    "rows", "step_then_columns", "chained_t", "select", "diagonal", "permute_step", "view_dtype",
+    "columns_view_dtype", "split", "unfold"])
+@pytest.mark.parametrize("transfer", [True, False], ids=["to_lazy", "op_result"])
+def test_data_ptr_of_views_like_eager(make_view, transfer):
+    cpu = base()  # 4 x 5 float32
+    lazy = cpu.to("lazy") if transfer else cpu.to("lazy") * 1  # an op's result: viewed first here
+    v_cpu, v_lazy = make_view(cpu), make_view(lazy)
+    assert v_lazy.data_ptr() - lazy.data_ptr() == v_cpu.data_ptr() - cpu.data_ptr()
+    assert lazy.data_ptr() != 0
+    assert v_lazy.untyped_storage().data_ptr() == lazy.untyped_storage().data_ptr()
+    assert v_lazy.untyped_storage().nbytes() == v_cpu.untyped_storage().nbytes()
+    torch.testing.assert_close(v_lazy.cpu(), v_cpu)
+
+
+def test_data_ptr_of_distinct_tensors_differs():
+    made = [torch.randn(3, 4, device="lazy"), torch.zeros(100, device="lazy"),
+            torch.arange(6.0).to("lazy"), torch.empty(0, device="lazy"),
+            torch.ones(2, 2, device="lazy").t().reshape(4)]  # reshape copies a transpose
+    ranges = sorted((t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in made)
+    assert len({start for start, _ in ranges}) == len(made)
+    for (start, nbytes), (next_start, _) in zip(ranges, ranges[1:]):
+        assert start + nbytes <= next_start  # no storage's bytes overlap another's
+    t = made[0]
+    copy = t.t().reshape(12)  # a copy in eager too
+    assert copy.data_ptr() != t.data_ptr()
+    assert t.reshape(12).data_ptr() == t.data_ptr()  # a view
+
+
+@pytest.mark.parametrize("read", [
+    lambda s: s[0], lambda s: s.tolist(), lambda s: s.cpu(), lambda s: bytes(s)],
+    ids=["getitem", "tolist", "cpu", "bytes"])
+def test_reading_a_lazy_storage_raises_clearly(read):
+    t = torch.arange(4.0).to("lazy")
+    with pytest.raises(RuntimeError, match="a lazy storage holds no memory"):
+        read(t.untyped_storage())
+    torch.testing.assert_close((t + 1).cpu(), torch.arange(4.0) + 1)  # the program goes on
+
+
+def test_set_with_a_storage_raises_clearly():
+    t = torch.randn(1, 4, device="lazy")
+    with pytest.raises(RuntimeError, match="set_ with a storage is not supported on lazy"):
+        t.set_(t.untyped_storage(), 0, (4,), (1,))
+    assert t.shape == (1, 4)

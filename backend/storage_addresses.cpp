@@ -1,0 +1,121 @@
+#include "backend/storage_addresses.h"
+
+#include "backend/device.h"
+#include "backend/functionalize_kernels.h"
+#include "backend/lazy_tensor.h"
+
+#include <ATen/FunctionalTensorWrapper.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace lazyfuse {
+
+// Note [Addresses of lazy storages]
+// A lazy tensor has no memory of its own to point at, and PyTorch's functionalization gives the
+// storage of every wrapper a null data pointer, so data_ptr() was 0 for every lazy tensor and
+// untyped_storage().data_ptr() raised. User code (and PyTorch's view tests) checks aliasing
+// through both: a view and its base must report one address, distinct tensors different ones.
+// So a lazy storage gets an address of its own: the start of a range as long as the storage in a
+// part of the address space nothing maps (from 16 TiB up), never read, written or freed. A view
+// shares its base's storage, so its data_ptr() is that address plus its offset in bytes, as in
+// eager; nbytes() is the storage's. Reading memory through it (storage[i], copying the storage)
+// makes a tensor over the storage with set_, which raises a clear error on lazy tensors
+// (registerStorageKernels), as does set_ with a storage itself.
+//
+// Who gives the address: wrapIfFactory, for the storages lazyfuse makes (factories and
+// transfers: parameters, inputs, buffers), and a kernel on every view op, for the storage of
+// the view's base the first time it is viewed (an op's result, whose storage PyTorch's
+// functionalization makes where lazyfuse does not see it; a hook on every op would cost
+// recording time), and on _unsafe_view, where reshape and flatten end when they copy. Any other
+// op result that is never viewed keeps the null address: its data_ptr() is
+// 0 and untyped_storage().data_ptr() raises, as for PyTorch's own tensor subclasses without
+// memory; `a.untyped_storage()._cdata == b.untyped_storage()._cdata` tells aliasing for every
+// lazy tensor.
+//
+// The view kernel also puts the view's storage offset where data_ptr() reads it. A
+// FunctionalTensorWrapper reports the offset of the tensor it wraps (Note [View geometry]), but
+// data_ptr() reads the TensorImpl's own field, which PyTorch's view kernels set from a Meta
+// reference made from the input's sizes and strides without its offset: the view of a view would
+// point at its parent's offset only. Pinned by test_view_metadata.py::test_data_ptr_*.
+
+namespace {
+
+/// The start of an unused range of `nbytes` (whole pages, with a page between ranges).
+void* reserveAddress(size_t nbytes) {
+  constexpr uintptr_t kFirst = uintptr_t{1} << 44;  // 16 TiB: above what a process maps
+  constexpr uintptr_t kLast = uintptr_t{7} << 44;
+  constexpr uintptr_t kPage = 4096;
+  static std::atomic<uintptr_t> next{kFirst};
+  const uintptr_t length = ((nbytes + kPage - 1) / kPage + 1) * kPage;
+  uintptr_t start = next.fetch_add(length, std::memory_order_relaxed);
+  if (start + length > kLast) {  // after 96 TiB of storages: start again (identity only)
+    next.store(kFirst + length, std::memory_order_relaxed);
+    start = kFirst;
+  }
+  return reinterpret_cast<void*>(start);
+}
+
+/// See Note [Addresses of lazy storages]: the view's own offset field, and its storage's address.
+void placeView(const at::Tensor& view) {
+  if (!view.defined() || !isLazy(view) ||
+      !at::functionalization::impl::isFunctionalTensor(view)) {
+    return;
+  }
+  c10::TensorImpl* impl = view.unsafeGetTensorImpl();
+  if (impl->has_symbolic_sizes_strides()) return;
+  impl->set_storage_offset(storageOffsetOf(view));
+  giveStorageAnAddress(view);
+}
+
+void viewAddressKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                       torch::jit::Stack* stack) {
+  pytorchFunctionalizeKernel(op).callBoxed(op, keys, stack);
+  const size_t results = op.schema().returns().size();
+  for (size_t r = stack->size() - results; r < stack->size(); ++r) {
+    forEachTensor((*stack)[r], placeView);
+  }
+}
+
+/// set_ with a storage, on a lazy tensor. See Note [Addresses of lazy storages].
+void refuseSetStorage(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*) {
+  TORCH_CHECK(false,
+              "set_ with a storage is not supported on lazy tensors: a lazy storage holds no "
+              "memory a tensor can be made over (so storage[i], tolist() and cpu() of a lazy "
+              "storage cannot read it either; its data_ptr() serves aliasing checks only). Read "
+              "the values through the tensor, e.g. tensor.cpu()");
+}
+
+}  // namespace
+
+void registerStorageKernels(torch::Library& functionalize_lib) {
+  // On Functionalize, before the write checks, which would run set_ on CPU stand-ins.
+  for (const char* overload : {"source_Storage", "source_Storage_storage_offset"}) {
+    implLazyOnFunctionalize(functionalize_lib,
+                            c10::Dispatcher::singleton().findSchemaOrThrow("aten::set_", overload),
+                            c10::KernelFunction::makeFromBoxedFunction<&refuseSetStorage>());
+  }
+}
+
+void giveStorageAnAddress(const at::Tensor& wrapper) {
+  c10::StorageImpl* storage = wrapper.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+  if (storage == nullptr || storage->data() != nullptr) return;
+  storage->set_data_ptr_noswap(c10::DataPtr(reserveAddress(storage->nbytes()), wrapper.device()));
+}
+
+bool registerViewAddressKernel(const c10::OperatorHandle& op, torch::Library& functionalize_lib) {
+  const auto& returns = op.schema().returns();
+  const bool view = !returns.empty() && returns[0].alias_info() != nullptr &&
+                    !returns[0].alias_info()->isWrite();
+  // reshape's copy (and flatten's, view's of a copy) ends in _unsafe_view of the copy.
+  const bool reshape_copy = op.schema().name() == "aten::_unsafe_view";
+  if (!(view || reshape_copy) || !op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize) ||
+      hasLazyFunctionalizeKernel(op)) {
+    return false;
+  }
+  implLazyOnFunctionalize(functionalize_lib, op,
+                          c10::KernelFunction::makeFromBoxedFunction<&viewAddressKernel>());
+  return true;
+}
+
+}  // namespace lazyfuse
