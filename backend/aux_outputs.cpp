@@ -3,6 +3,8 @@
 
 #include "lazy_ir/check.h"
 
+#include <ATen/core/Reduction.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 
 namespace lazyfuse {
@@ -105,6 +107,7 @@ AuxOutputs auxOutputsOf(const std::string& op_name) {
     return AuxOutputs::kEagerOnCpu;
   }
   if (op_name == "aten::log_sigmoid_forward") return AuxOutputs::kCpuOnlyBuffer;
+  if (op_name == "aten::multilabel_margin_loss_forward") return AuxOutputs::kScalarLossOf1d;
   return AuxOutputs::kSameAsMeta;
 }
 
@@ -116,6 +119,14 @@ void correctAuxOutputs(const OpTraits& traits, const torch::jit::Stack& args,
     if (device.is_cpu()) return;
     const at::Tensor& buffer = returns.at(1).toTensor();
     returns[1] = at::empty_strided({0}, {1}, buffer.options());
+    return;
+  }
+  if (traits.aux_outputs == AuxOutputs::kScalarLossOf1d) {
+    // multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target): with no
+    // reduction, eager's kernels give a 1-D input a 0-dim loss, the meta kernel a [1] one.
+    if (args.at(0).toTensor().dim() <= 1 && args.at(2).toInt() == at::Reduction::None) {
+      returns[0] = at::empty({}, returns.at(0).toTensor().options());
+    }
     return;
   }
   if (!device.is_cpu() || traits.aux_outputs != AuxOutputs::kNormStats) return;

@@ -14,9 +14,11 @@
 // hardware device, the masked-out gradients on every device; embedding_bag's CPU outputs depend
 // on which kernel path it takes, so on the CPU it runs eagerly instead. log_sigmoid_forward's
 // buffer is the other way round: its meta kernel promises the CPU kernel's, of the input's
-// shape; the CUDA kernel returns an empty one. Pinned by the OpInfo sweep (native_batch_norm,
-// native_layer_norm, nn.functional.embedding_bag, nn.functional.logsigmoid) and
-// test_aux_outputs.py, on a GPU too (bench/gpu/run.sh).
+// shape; the CUDA kernel returns an empty one. multilabel_margin_loss_forward's unreduced loss
+// of a 1-D input is 0-dim in eager's kernels and [1] in its meta kernel. Pinned by the OpInfo
+// sweep (native_batch_norm, native_layer_norm, nn.functional.embedding_bag,
+// nn.functional.logsigmoid), the module sweep (nn.MultiLabelMarginLoss) and test_aux_outputs.py,
+// on a GPU too (bench/gpu/run.sh).
 
 #include "backend/op_traits.h"
 

@@ -178,7 +178,8 @@ def _patch_module_apply():
     TensorImpl type; a lazy tensor's is not a CPU or CUDA tensor's, so `Module._apply` makes a new
     Parameter in every place instead, and the tie was lost: the two copies trained apart. After
     `_apply`, each place of a parameter that was shared gets the Parameter its first place got,
-    when the parameter was or now is lazy (`.cpu()` back loses the tie the same way). Every other
+    when the parameter was or now is lazy (`.cpu()` back loses the tie the same way); and a lazy
+    module's uninitialized parameters stay uninitialized (_keep_uninitialized). Every other
     conversion is left as `_apply` made it."""
     original = torch.nn.Module._apply
     if getattr(original, "_lazyfuse_patched", False):
@@ -191,8 +192,11 @@ def _patch_module_apply():
             for name, param in module._parameters.items():
                 if param is not None:
                     places.setdefault(id(param), (param, []))[1].append((module, name))
+        uninitialized = {id(p) for p, _ in places.values() if _is_uninitialized(p)}
         result = original(self, fn, recurse)
         for param, shared in places.values():
+            if id(param) in uninitialized:
+                _keep_uninitialized(param, shared)
             if len(shared) < 2:
                 continue
             first = shared[0][0]._parameters[shared[0][1]]
@@ -204,6 +208,26 @@ def _patch_module_apply():
 
     _apply._lazyfuse_patched = True
     torch.nn.Module._apply = _apply
+
+
+def _is_uninitialized(param):
+    return isinstance(param, torch.nn.parameter.UninitializedParameter)
+
+
+def _keep_uninitialized(param, places):
+    """A lazy module's UninitializedParameter moved to or from lazy: `_apply` wraps what
+    `param.to(...)` gives in a new Parameter (no shallow copy between lazy and other tensors), and
+    that Parameter holds no data (shape [0]), so the module's first call failed instead of
+    materializing it. Each place gets an UninitializedParameter on the new device instead."""
+    replacement = None
+    for module, name in places:
+        moved = module._parameters.get(name)
+        if moved is None or _is_uninitialized(moved) or "lazy" not in (param.device.type, moved.device.type):
+            continue
+        if replacement is None:  # one for all places: a tie stays a tie
+            replacement = torch.nn.parameter.UninitializedParameter(
+                requires_grad=moved.requires_grad, device=moved.device, dtype=moved.dtype)
+        module._parameters[name] = replacement
 
 
 def _lazy_storage_tag(storage):

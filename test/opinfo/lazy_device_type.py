@@ -35,7 +35,9 @@ class LazyfuseTestBase(_DeviceTypeTestBase):
 
     @classmethod
     def get_primary_device(cls):
-        return "lazy"
+        # With its index, as the CUDA base gives "cuda:0": a lazy tensor's device is lazy:0, and
+        # tests compare it with torch.device(device).
+        return "lazy:0"
 
     @classmethod
     def setUpClass(cls):

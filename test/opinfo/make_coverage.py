@@ -152,6 +152,36 @@ def untested_opinfos(tested):
     return {harness.op_id(op): why(op) for op in op_db if harness.op_id(op) not in tested}
 
 
+DATABASE_KINDS = (("module_forward", "nn modules: forward (float32)"),
+                  ("module_backward", "nn modules: gradients (float64)"),
+                  ("optimizer_steps", "optimizers: three steps (float32)"))
+
+
+def databases_section(entries):
+    """The ModuleInfo and OptimizerInfo sweep (test_modules_lazy.py): counts per test kind, and
+    every test that did not pass."""
+    tests = [e for e in entries if "outcome" in e and "test_modules_lazy.py" in e.get("nodeid", "")]
+    lines = ["## PyTorch's module and optimizer databases", "",
+             "`module_db` and `optim_db` (torch.testing._internal) on `lazy` against eager CPU, by "
+             "test_modules_lazy.py: see test/opinfo/README.md.", ""]
+    lines += ["PyTorch's own view tests (test_view_ops.py) are not in the wheel: they are run by hand, "
+              "and test/opinfo/README.md gives the last count.", ""]
+    if not tests:
+        return lines + ["not run in this sweep", ""]
+    lines += ["| test | passed | xfailed | failed | skipped |", "|---|---|---|---|---|"]
+    for kind, title in DATABASE_KINDS:
+        outcomes = collections.Counter(t["outcome"] for t in tests
+                                       if t["nodeid"].rsplit("::", 1)[-1].startswith(f"test_{kind}_"))
+        lines.append(f"| {title} | {outcomes['passed']} | {outcomes['xfailed']} | "
+                     f"{outcomes['failed'] + outcomes['crashed']} | {outcomes['skipped']} |")
+    lines.append("")
+    for t in tests:
+        if t["outcome"] != "passed":
+            name = t["nodeid"].rsplit("::", 1)[-1]
+            lines.append(f"- `{name}` {t['outcome']}: {_cell(t['reason'][:300])}")
+    return lines + [""]
+
+
 def render(entries, subset, command, wall):
     import torch
 
@@ -214,6 +244,9 @@ def render(entries, subset, command, wall):
         f"| OpInfos with an eager fallback in correctness | {len(fallback_ops)} |",
         f"| eager fallback calls, all tests | {fallback_runs} |",
         "",
+    ]
+    lines += databases_section(entries)
+    lines += [
         "## Per OpInfo",
         "",
         "Marks: ✓ passed, xf known failure, ✗ unexpected failure, s skipped, ☠ crashed; dtypes "

@@ -1,5 +1,7 @@
 """Factories on the lazy device, and moving tensors between the CPU and the lazy device."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -492,6 +494,36 @@ def test_tied_parameters_stay_tied_across_devices():
     torch.testing.assert_close(lazy[0].weight.detach().cpu(), eager[0].weight.detach())
     lazy.cpu()
     assert lazy[1].weight is lazy[0].weight and lazy[0].weight.device.type == "cpu"
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.nn.LazyLinear(3),
+    lambda: torch.nn.Sequential(torch.nn.LazyConv1d(4, 3), torch.nn.LazyBatchNorm1d()),
+], ids=["LazyLinear", "LazyConv1d_LazyBatchNorm1d"])
+def test_uninitialized_module_materializes_on_lazy(make):
+    """A lazy module (uninitialized parameters) moved to lazy stays uninitialized and takes its
+    shapes at its first call, on lazy, as on any device; then it trains like eager from the same
+    values."""
+    module = make().to("lazy")
+    assert any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in module.parameters())
+    x = torch.randn(2, 3, 8) if isinstance(module, torch.nn.Sequential) else torch.randn(2, 5)
+    out = module(x.to("lazy"))
+    params = list(module.parameters())
+    assert not any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in params)
+    assert all(p.device.type == "lazy" for p in params) and out.device.type == "lazy"
+    eager = copy.deepcopy(module).cpu()
+    for m, device in ((module, "lazy"), (eager, "cpu")):
+        m(x.to(device)).square().sum().backward()
+    for lazy_p, eager_p in zip(module.parameters(), eager.parameters()):
+        torch.testing.assert_close(lazy_p.grad.cpu(), eager_p.grad)
+
+
+def test_tied_uninitialized_parameter_stays_tied():
+    a, b = torch.nn.LazyLinear(4), torch.nn.Linear(2, 2)
+    b.weight = a.weight  # one uninitialized Parameter in two places
+    model = torch.nn.ModuleList([a, b]).to("lazy")
+    assert model[1].weight is model[0].weight
+    assert isinstance(model[0].weight, torch.nn.parameter.UninitializedParameter)
 
 
 def test_deepcopy_of_lazy_tensor():
