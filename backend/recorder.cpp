@@ -424,20 +424,29 @@ void pushResults(const AtenCallAttrs& attrs, const NodePtr& node, const OpTraits
   }
 }
 
+/// The op run eagerly; a write's result keeps the geometry of the tensor it is written into, as
+/// a recorded write's does (Note [View geometry]): v[mask] = 1 into a transposed view stays
+/// transposed.
+void runEagerly(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::Stack* stack) {
+  std::optional<PendingWrite> write = takePendingWrite(traits);
+  eagerFallback(op, stack);
+  if (write) keepWrittenGeometry(*write, *stack, op.schema().returns().size());
+}
+
 }  // namespace
 
 void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpTraits& traits = traitsOf(op);
   const size_t num_args = op.schema().arguments().size();
-  if (traits.eager) return eagerFallback(op, stack);
+  if (traits.eager) return runEagerly(op, traits, stack);
   if (traits.aux_outputs == AuxOutputs::kEagerOnCpu && hardwareDevice().is_cpu()) {
-    return eagerFallback(op, stack);  // See Note [Aux outputs on the CPU]
+    return runEagerly(op, traits, stack);  // See Note [Aux outputs on the CPU]
   }
   torch::jit::Stack args(std::make_move_iterator(stack->end() - num_args),
                          std::make_move_iterator(stack->end()));
   if (hasBooleanIndex(traits, args)) {
     std::move(args.begin(), args.end(), stack->end() - num_args);
-    return eagerFallback(op, stack);
+    return runEagerly(op, traits, stack);
   }
   CallRecorder recorder(op, traits, args);
   HashValue key = recorder.scan();
@@ -447,7 +456,7 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // No meta kernel: this op runs eagerly from now on. See Note [Data-dependent ops].
     markEager(op);
     std::move(args.begin(), args.end(), stack->end() - num_args);
-    return eagerFallback(op, stack);
+    return runEagerly(op, traits, stack);
   }
   std::optional<PendingWrite> write = takePendingWrite(traits);
   if (write) checkWrittenCasts(*write, *attrs);

@@ -3,7 +3,6 @@ reductions, matmul and cat (a mixin of fuzz_generator.Generator)."""
 
 import torch
 
-from fuzz_config import KNOWN_BUGS
 from fuzz_program import Step, fmt_scalar
 from fuzz_tensors import castable, odd_unit_strides
 
@@ -44,8 +43,7 @@ class ComputeSteps:
                "{x} >= {y}", "torch.where({a} > 0, {x}, {y})", "{x} & {y}"]
         if x == a:
             ops.append("{x}.add({y}, alpha=2)")
-        if KNOWN_BUGS:  # their results' strides
-            ops += ["torch.logical_and({x}, {y})", "torch.logical_or({x}, {y})"]
+        ops += ["torch.logical_and({x}, {y})", "torch.logical_or({x}, {y})"]
         if tensors_only:
             ops += ["torch.maximum({x}, {y})", "torch.minimum({x}, {y})"]
         e = rng.choice(ops).format(x=x, y=y, a=a)

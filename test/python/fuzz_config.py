@@ -13,11 +13,10 @@ REDUCE = os.environ.get("LAZYFUSE_FUZZ_REDUCE", "1") != "0"
 #   reads the wrong elements, or its sync fails ("setStorage: ... out of bounds").
 # (Fixed since, and generated again: writes through as_strided of a view, through an unfold
 # that leaves elements out or of a permuted view, through an expand of a bool tensor, and
-# through a non-overlapping part of an overlapping view; Note [Writes into views that overlap
-# themselves].)
-# - mask assignment into a permuted view (v = x.t(); v[v > 0] = 1) leaves v contiguous, and
-#   later its base with the strides of a transpose.
-# - torch.logical_and/or results are contiguous where eager's follow a permuted input.
+# through a non-overlapping part of an overlapping view (Note [Writes into views that overlap
+# themselves]); mask assignment into a permuted view, which left it contiguous (an eagerly run
+# write keeps the written tensor's geometry: recorder.cpp runEagerly); and logical_and/or of a
+# permuted input, which gave contiguous results.)
 # - elementwise results of an input with a one-element dim whose stride is not its largest
 #   (an unfold's window dim) have other strides than eager's (see
 #   fuzz_tensors.odd_unit_strides); and the strides of one-element dims may differ from eager's,

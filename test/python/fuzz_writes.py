@@ -4,9 +4,8 @@ may overlap what they write (a mixin of fuzz_generator.Generator)."""
 
 import torch
 
-from fuzz_config import KNOWN_BUGS
 from fuzz_program import Step
-from fuzz_tensors import castable, full_geometry, permuted, shares_storage, write_hazard
+from fuzz_tensors import castable, full_geometry, shares_storage, write_hazard
 
 
 class WriteSteps:
@@ -109,8 +108,6 @@ class WriteSteps:
                 expr = f"{expr}.clone()"
             code = f"{dest_expr} = {expr}"
         elif kind == "setmask":
-            if not KNOWN_BUGS and (permuted(t) or "permuted" in self.tags.get(name, ())):
-                return None  # KNOWN_BUGS: mask assignment into a permuted view
             expr, value = self.operand(t.shape, scalar_ok=False)
             if not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(t.shape):
                 mask = f"{name} > 0" if t.dtype != torch.bool else name

@@ -109,6 +109,12 @@ def test_view_of_transposed_result_refused_like_eager():
     torch.testing.assert_close((cpu.to("lazy").t() + 1).reshape(-1).cpu(), expected)
 
 
+def _mask_assign_into_transpose(x):
+    v = x.t()
+    v[v > 0] = 1  # boolean-mask indexing runs eagerly; its write keeps v's geometry
+    return v
+
+
 def _write_through_view_then_view(x):
     v = x.t()
     v.add_(1)
@@ -133,10 +139,11 @@ def _write_through_view_then_view(x):
         lambda x: x.t().copy_(torch.ones(5, 4, device=x.device)),
         lambda x: x.t().zero_(),
         _write_through_view_then_view,
+        _mask_assign_into_transpose,
     ],
     ids=["t", "t_select", "t_unsqueeze_select", "t_rows", "chained_offset_t", "diagonal",
          "unbind", "view_slice_view_t", "permute_step", "as_strided", "out_into_view", "copy_",
-         "zero_", "view_of_written_view"],
+         "zero_", "view_of_written_view", "mask_assign_t"],
 )
 def test_view_metadata_after_write_like_eager(write):
     # A write keeps the geometry of the view it writes and of its base, also once the base's
