@@ -236,7 +236,8 @@ static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool r
 ExecutionPlan lowerForTarget(const Graph& graph, bool recurring, bool* fuse_when_recurring) {
   const FusionMode mode = fusionMode();
   const bool batch = cudaTarget(hardwareDevice());
-  ExecutionPlan plan = lowerGraph(graph, mode != FusionMode::kOff, batch);
+  ExecutionPlan plan = lowerGraph(graph, mode != FusionMode::kOff, batch,
+                                  batch ? KernelTarget::kCuda : KernelTarget::kCpu);
   if (mode == FusionMode::kAuto && !recurring && kernelWork(plan) < kFuseMinElements) {
     if (fuse_when_recurring != nullptr) *fuse_when_recurring = !plan.kernels.empty();
     plan = lowerGraph(graph, /*fuse=*/false);
@@ -264,7 +265,7 @@ static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool r
     LF_LOG_WARN("batched kernels of graph 0x", std::hex, graph.hash(), std::dec,
                 " failed to compile; compiling them one by one: ", error);
     auto unbatched = std::make_shared<CompiledPlan>();
-    unbatched->plan = lowerGraph(graph, /*fuse=*/true, /*batch=*/false);
+    unbatched->plan = lowerGraph(graph, /*fuse=*/true, /*batch=*/false, KernelTarget::kCuda);
     error = compileKernels(graph, *unbatched, hardwareDevice());
     if (error.empty()) return unbatched;
   }

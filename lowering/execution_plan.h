@@ -89,6 +89,9 @@ struct PlanStep {
   std::vector<uint32_t> release_after;
 };
 
+/// The hardware a plan's fused kernels are rendered for (CUDA emulation counts as CUDA).
+enum class KernelTarget { kCpu, kCuda };
+
 struct ExecutionPlan {
   HashValue graph_hash = 0;
   uint32_t num_nodes = 0;

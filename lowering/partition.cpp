@@ -23,6 +23,7 @@
 #include "lowering/lowerings.h"
 #include "lazy_ir/check.h"
 
+#include <cstring>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -99,13 +100,32 @@ class ReadProbe final : public LoopContext {
   std::unordered_map<std::string, KValue> memo_;
 };
 
+// Note [Ops left to ATen on a target]
+// A few kernel functions have no vector form on the CPU: glibc's libmvec has no fmod and no
+// lgamma, fmod must be exact, and lgamma must follow glibc's special values, so a fused CPU
+// loop calls the scalar function per element and runs at 0.07-0.41x ATen's own kernel (which
+// calls SLEEF's vector fmod and its own vectorized lgamma; docs/kernel_sweep.md). On the CPU
+// these ops are therefore extern steps, ATen's kernel, not fused loops: their neighbours still
+// fuse, before and after. On CUDA, fmodf and lgammaf are device functions as fast as any, and
+// they fuse. Pinned by test_fusion.py::test_ops_left_to_aten_on_the_cpu.
+bool leftToAten(const Node& node, KernelTarget target) {
+  if (target != KernelTarget::kCpu) return false;
+  const std::string& name = node.aten().name;
+  for (const char* op : {"aten::fmod", "aten::remainder", "aten::lgamma"}) {
+    const size_t n = std::strlen(op);
+    if (name.compare(0, n, op) == 0 && (name.size() == n || name[n] == '.')) return true;
+  }
+  return false;
+}
+
 // What a user can do about an internal error in lowering or kernel generation.
 constexpr const char* kFailureHint =
     "(LAZYFUSE_DUMP=ir writes the graph, LAZYFUSE_FUSION=0 runs it without fusion): ";
 
 class Partitioner {
  public:
-  explicit Partitioner(const Graph& graph) : graph_(graph), p_(graph.nodes().size()) {}
+  Partitioner(const Graph& graph, KernelTarget target)
+      : graph_(graph), target_(target), p_(graph.nodes().size()) {}
 
   void run(ExecutionPlan& plan) {
     lowerNodes();
@@ -130,7 +150,7 @@ class Partitioner {
         p_.node_loops[pos] = {addBuffer(pos, 0, node.outputMeta(0))};
         continue;
       }
-      if (lowerable(graph_, pos) && tryLower(pos)) continue;
+      if (lowerable(graph_, pos) && !leftToAten(node, target_) && tryLower(pos)) continue;
       p_.is_extern[pos] = true;
       for (uint32_t k = 0; k < node.numOutputs(); ++k) {
         p_.node_loops[pos].push_back(addBuffer(pos, k, node.outputMeta(k)));
@@ -353,6 +373,7 @@ class Partitioner {
   void collectReads(LoopId id, Reads& reads) const;
 
   const Graph& graph_;
+  KernelTarget target_;
   Partition p_;
   uint32_t declined_ = 0;  // see ExecutionPlan::lowerings_declined
 };
@@ -457,8 +478,8 @@ void Partitioner::addViewStep(LoopId id) {
 Partition::Partition(size_t num_nodes)
     : node_loops(num_nodes), is_extern(num_nodes, false), extern_step(num_nodes, -1) {}
 
-bool partitionGraph(const Graph& graph, ExecutionPlan& plan) {
-  Partitioner(graph).run(plan);
+bool partitionGraph(const Graph& graph, ExecutionPlan& plan, KernelTarget target) {
+  Partitioner(graph, target).run(plan);
   return !plan.steps.empty();
 }
 

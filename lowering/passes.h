@@ -11,7 +11,8 @@ bool scheduleExternCalls(const Graph& graph, ExecutionPlan& plan);
 /// order that respects every dependency. Afterwards every ATen node's outputs that anything
 /// needs are computed by some step, and a value is in memory only when it is a graph output,
 /// feeds an extern step, or is read by another kernel. See Note [Fusion partitioning].
-bool partitionGraph(const Graph& graph, ExecutionPlan& plan);
+bool partitionGraph(const Graph& graph, ExecutionPlan& plan,
+                    KernelTarget target = KernelTarget::kCpu);
 
 /// Gathers independent fused kernels that differ only in sizes and bindings into kernel batches
 /// (Note [Kernel batches]), reordering kernel steps between extern steps where dependencies

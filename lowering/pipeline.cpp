@@ -4,12 +4,12 @@
 
 namespace lazyfuse {
 
-ExecutionPlan lowerGraph(const Graph& graph, bool fuse, bool batch) {
+ExecutionPlan lowerGraph(const Graph& graph, bool fuse, bool batch, KernelTarget target) {
   ExecutionPlan plan;
   plan.graph_hash = graph.hash();
   plan.num_nodes = static_cast<uint32_t>(graph.nodes().size());
   if (fuse) {
-    partitionGraph(graph, plan);
+    partitionGraph(graph, plan, target);
     if (batch) batchKernels(graph, plan);
   } else {
     scheduleExternCalls(graph, plan);

@@ -86,7 +86,10 @@ BINARY = [
     ("add", lambda a, b: a + b), ("sub", lambda a, b: a - 2 * b), ("mul", lambda a, b: a * b),
     ("div", lambda a, b: a / b), ("pow", lambda a, b: torch.pow(a.abs(), b)),
     ("maximum", torch.maximum), ("minimum", torch.minimum), ("atan2", torch.atan2),
-    ("fmod", torch.fmod), ("remainder", torch.remainder), ("eq", torch.eq), ("lt", torch.lt),
+    # fmod and remainder with a fused neighbour: on the CPU they are ATen's (Note [Ops left to
+    # ATen on a target]), fused under CUDA emulation.
+    ("fmod", lambda a, b: torch.fmod(a, b) + a), ("remainder", lambda a, b: torch.remainder(a, b) + a),
+    ("eq", torch.eq), ("lt", torch.lt),
     ("ge", torch.ge), ("ne", torch.ne), ("logical_and", torch.logical_and),
     ("logical_xor", torch.logical_xor), ("copysign", torch.copysign), ("hypot", torch.hypot),
     ("where", lambda a, b: torch.where(a > b, a, b)), ("lerp", lambda a, b: torch.lerp(a, b, 0.3)),
@@ -558,3 +561,18 @@ def test_a_long_chain_compiles_as_bounded_kernels_and_matches_eager():
     plan = lazyfuse.dump_ir(out, "plan")
     assert plan.count(" kernel ") >= 3, plan
     torch.testing.assert_close(to_cpu(out), reference(chain, x, w))
+
+
+def test_ops_left_to_aten_on_the_cpu():
+    """fmod, remainder and lgamma have no vector form on the CPU: there they run ATen's kernel as
+    extern steps between fused kernels; on CUDA (emulated here) they fuse with the rest. Either
+    way the numbers are eager's."""
+    a, b = edge_tensor((64, 33), torch.float32, 1), edge_tensor((64, 33), torch.float32, 2)
+    chain = lambda x, y: (((x * 2).fmod(y) + 1).lgamma().remainder(0.7) * 3).tanh()  # noqa: E731
+    metrics = check(chain, a, b)
+    plan = lazyfuse.dump_ir([chain(*to_lazy([a, b]))], "plan")
+    cuda = os.environ.get("LAZYFUSE_CUDA_EMULATION") == "1"
+    externs = {line.split("= ")[1] for line in plan.splitlines() if ": extern " in line}
+    assert externs == (set() if cuda else {"aten::fmod.Tensor", "aten::lgamma",
+                                           "aten::remainder.Scalar"}), plan
+    assert metrics["KernelsLaunched"] >= (1 if cuda else 3)  # the neighbours still fuse
