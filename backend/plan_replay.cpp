@@ -273,6 +273,9 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
     const std::function<std::vector<uint8_t>()>& free_data, DonationState& donation) {
   const c10::Device device = hardwareDevice();
   const bool emulated = !device.is_cuda();
+  // A capture counts against kMaxCaptures and, on a GPU, runs nothing: not interrupted. See
+  // Note [Interrupting a sync].
+  NoInterrupts no_interrupts;
   // The run as usual, without donation so that the inputs stay as they are: what the capture's
   // replay must give, and what this run returns if it does not.
   std::vector<at::Tensor> reference =
@@ -324,9 +327,6 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
     outputs = runPlan(plan.plan, graph, plan.launcher(), plan.batchLauncher(),
                       donates ? &state : nullptr, &replaced);
     if (run->gpu) run->gpu->end();
-  } catch (const SyncInterrupted&) {
-    if (run->gpu) run->gpu->abort();
-    throw;  // not a failed capture: the next run captures again
   } catch (const std::exception& e) {
     if (run->gpu) run->gpu->abort();
     metrics::cuda_graph_capture_failures.add();

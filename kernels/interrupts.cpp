@@ -16,34 +16,39 @@ namespace lazyfuse {
 // which a sync (called with the GIL released, from an op) does not do until it returns. So a
 // sync polls: while it compiles (cpu_compiler.cpp waits for the compiler 50 ms at a time) and
 // between the steps of a plan (extern_runner.cpp), pollInterrupt() asks whether the user wants
-// to stop, at most every 20 ms, and only once the sync has run for 50 ms, so that the short
-// syncs of a training loop never ask. A single kernel or ATen call is not cut short.
+// to stop, at most every 100 ms, and only once the sync has run for 100 ms, so that the short
+// syncs of a training loop never ask (asking takes the GIL, which another Python thread may
+// hold for up to its switch interval). A single kernel or ATen call is not cut short, and a
+// CUDA graph capture is not interrupted (it runs nothing).
 //
 // Asking is Python's business, and liblazyfuse.so does not link Python (a LibTorch program
 // loads it too). Inside a Python process, the first poll on the main thread (where Python
 // handles signals) loads liblazyfuse_python.so from beside this library: its check takes the
-// GIL, runs PyErr_CheckSignals(), and on a pending KeyboardInterrupt throws torch's
-// python_error holding it, which torch's bindings restore as the Python exception when it
-// reaches them. pollInterrupt() wraps that in SyncInterrupted so our own handlers can tell an
-// interrupt from a failure, and syncData unwraps it.
+// GIL and SIGINT's pending mark (PyOS_InterruptOccurred). With Python's default SIGINT handler
+// it throws KeyboardInterrupt as torch's python_error, which torch's bindings restore as the
+// Python exception when it reaches them; it runs no Python handler, since a program's own
+// (a SIGTERM handler that saves a checkpoint) could start a second sync in the middle of this
+// one, so those, and SIGINT under a handler of the program's, stay pending until the sync
+// returns. pollInterrupt() wraps the exception in SyncInterrupted so our own handlers can tell
+// an interrupt from a failure, and syncData unwraps it.
 //
-// What the sync leaves: a compile that was stopped kills the compiler and removes its files;
-// nothing was cached. A plan stops only before it writes into an input's memory (Note [Donated
-// buffers]): until then it has changed nothing, so its tensors stay pending and the next sync
-// computes them, and an interrupt never costs a tensor its value. Once a plan has written into
-// an input (in a training step, the optimizer's updates, which come last), it runs to its end.
-// Should an interrupt still come after such a write, the targets would be marked broken, their
-// error naming the interrupt (Note [Failed syncs]), as a failed run's are.
+// What the sync leaves: a compile that was stopped ends the compiler's process group (SIGTERM,
+// so that gcc removes its temporary files, then SIGKILL) and removes its own files; nothing was
+// cached. A plan stops only before it writes into an input's memory (Note [Donated buffers]):
+// until then it has changed nothing, so its tensors stay pending and the next sync computes
+// them, and an interrupt never costs a tensor its value. Once a plan has written into an input
+// (in a training step, the optimizer's updates, which come last), it runs to its end.
 
 namespace {
 
 std::atomic<InterruptCheck> installed{nullptr};
 
-constexpr auto kFirstPoll = std::chrono::milliseconds(50);
-constexpr auto kPollEvery = std::chrono::milliseconds(20);
+constexpr auto kFirstPoll = std::chrono::milliseconds(100);
+constexpr auto kPollEvery = std::chrono::milliseconds(100);
 
 struct Window {
   int depth = 0;
+  int paused = 0;  // NoInterrupts scopes
   std::chrono::steady_clock::time_point next;
 };
 thread_local Window window;
@@ -83,8 +88,12 @@ InterruptibleSync::~InterruptibleSync() {
   --window.depth;
 }
 
+NoInterrupts::NoInterrupts() { ++window.paused; }
+
+NoInterrupts::~NoInterrupts() { --window.paused; }
+
 void pollInterrupt() {
-  if (window.depth == 0) return;
+  if (window.depth == 0 || window.paused > 0) return;
   const auto now = std::chrono::steady_clock::now();
   if (now < window.next) return;
   window.next = now + kPollEvery;

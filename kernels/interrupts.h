@@ -32,6 +32,15 @@ class InterruptibleSync {
   InterruptibleSync& operator=(const InterruptibleSync&) = delete;
 };
 
+/// Within it, pollInterrupt() does not ask (a CUDA graph capture: it runs nothing).
+class NoInterrupts {
+ public:
+  NoInterrupts();
+  ~NoInterrupts();
+  NoInterrupts(const NoInterrupts&) = delete;
+  NoInterrupts& operator=(const NoInterrupts&) = delete;
+};
+
 /// Throws SyncInterrupted when the user asked to stop. Cheap (a clock read) between polls.
 void pollInterrupt();
 

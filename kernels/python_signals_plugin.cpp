@@ -5,12 +5,44 @@
 
 #include <torch/csrc/Exceptions.h>
 
-/// Returns when no signal is pending; runs Python's handlers otherwise, and throws the exception
-/// a handler raised (KeyboardInterrupt for Ctrl-C) as torch's python_error, which torch's
-/// bindings restore as the Python exception.
+#include <csignal>
+
+namespace {
+
+/// Whether SIGINT's Python handler is Python's own, signal.default_int_handler (which raises
+/// KeyboardInterrupt), rather than one the program installed.
+bool defaultSigintHandler() {
+  PyObject* module = PyImport_ImportModule("signal");
+  if (module == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* current = PyObject_CallMethod(module, "getsignal", "i", SIGINT);
+  PyObject* standard = PyObject_GetAttrString(module, "default_int_handler");
+  const bool is_default = current != nullptr && current == standard;
+  Py_XDECREF(current);
+  Py_XDECREF(standard);
+  Py_DECREF(module);
+  PyErr_Clear();
+  return is_default;
+}
+
+}  // namespace
+
+/// Returns when no Ctrl-C is pending. On one, with Python's default SIGINT handler, throws the
+/// KeyboardInterrupt as torch's python_error, which torch's bindings restore as the Python
+/// exception. No Python handler runs here: a handler of the program's own (SIGINT, SIGTERM,
+/// SIGUSR1...) could start another sync on this thread in the middle of this one, so SIGINT is
+/// left pending for such a handler, and every other signal too, as before: they run when the
+/// sync returns.
 extern "C" __attribute__((visibility("default"))) void lazyfuse_check_python_signals() {
   pybind11::gil_scoped_acquire gil;
-  if (PyErr_CheckSignals() == 0) return;
+  if (!PyOS_InterruptOccurred()) return;  // takes SIGINT's pending mark
+  if (!defaultSigintHandler()) {
+    PyErr_SetInterrupt();  // pending again, for the program's handler after the sync
+    return;
+  }
+  PyErr_SetNone(PyExc_KeyboardInterrupt);
   python_error error;
   error.persist();
   throw error;
