@@ -84,6 +84,7 @@ PlanEntry planFor(const Graph& graph) {
         fused = compilePlan(graph, /*recurring=*/true);
       }
       metrics::recurring_graphs_fused.add();
+      metrics::unfused_nodes.add(fused->plan.unfused_nodes);
       lock.lock();
       CachedPlan& replaced = cache.plans[graph.hash()];
       replaced.plan = fused;
@@ -99,6 +100,7 @@ PlanEntry planFor(const Graph& graph) {
     plan = compilePlan(graph);
   }
   metrics::uncached_compile.add();
+  metrics::unfused_nodes.add(plan->plan.unfused_nodes);
   LF_LOG_DEBUG("new graph 0x", std::hex, graph.hash(), std::dec, ": ", graph.nodes().size(),
                " nodes, ", plan->plan.steps.size(), " steps, ", plan->plan.kernels.size(),
                " kernels");
@@ -336,8 +338,9 @@ void breakFailedTargets(const std::vector<LazyData*>& targets, const std::string
 
 namespace {
 
-/// Marks the targets of an interrupted run broken when it had written into donated memory;
-/// otherwise they stay pending. See Note [Interrupting a sync].
+/// The targets of an interrupted run stay pending: it stopped before writing into an input's
+/// memory (Note [Interrupting a sync]). Were that ever not so, their inputs would be overwritten,
+/// and they are marked broken rather than computed again from them.
 void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& donation) {
   if (donation.donated_data == 0) return;
   for (LazyData* target : targets) {

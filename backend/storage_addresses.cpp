@@ -6,8 +6,10 @@
 
 #include <ATen/FunctionalTensorWrapper.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 namespace lazyfuse {
 
@@ -16,44 +18,41 @@ namespace lazyfuse {
 // storage of every wrapper a null data pointer, so data_ptr() was 0 for every lazy tensor and
 // untyped_storage().data_ptr() raised. User code (and PyTorch's view tests) checks aliasing
 // through both: a view and its base must report one address, distinct tensors different ones.
-// So a lazy storage gets an address of its own: the start of a range as long as the storage in a
-// part of the address space nothing maps (from 16 TiB up), never read, written or freed. A view
-// shares its base's storage, so its data_ptr() is that address plus its offset in bytes, as in
-// eager; nbytes() is the storage's. Reading memory through it (storage[i], copying the storage)
-// makes a tensor over the storage with set_, which raises a clear error on lazy tensors
-// (registerStorageKernels), as does set_ with a storage itself.
+// So a lazy storage gets an address of its own: the start of a range as long as the storage in
+// a part of the address space no pointer can be in (from 2^57 up), never read, written or
+// freed. A view shares its base's storage, so its data_ptr() is that address plus its offset in
+// bytes, as in eager; nbytes() is the storage's. Reading memory through it (storage[i], copying
+// the storage) makes a tensor over the storage with set_, which raises a clear error on lazy
+// tensors (registerStorageKernels), as does set_ with a storage itself.
 //
 // Who gives the address: wrapIfFactory, for the storages lazyfuse makes (factories and
-// transfers: parameters, inputs, buffers), and a kernel on every view op, for the storage of
-// the view's base the first time it is viewed (an op's result, whose storage PyTorch's
+// transfers: parameters, inputs, buffers); a kernel on every view op, for the storage of the
+// view's base the first time it is viewed (an op's result, whose storage PyTorch's
 // functionalization makes where lazyfuse does not see it; a hook on every op would cost
-// recording time), and on _unsafe_view, where reshape and flatten end when they copy. Any other
-// op result that is never viewed keeps the null address: its data_ptr() is
-// 0 and untyped_storage().data_ptr() raises, as for PyTorch's own tensor subclasses without
-// memory; `a.untyped_storage()._cdata == b.untyped_storage()._cdata` tells aliasing for every
-// lazy tensor.
+// recording time); and the same kernel on _unsafe_view, where reshape and flatten end when they
+// copy. Any other op result keeps the null address until it is first viewed (stable from then
+// on): its data_ptr() is 0 and untyped_storage().data_ptr() raises, as for PyTorch's own tensor
+// subclasses without memory; `a.untyped_storage()._cdata == b.untyped_storage()._cdata` tells
+// aliasing for every lazy tensor.
 //
-// The view kernel also puts the view's storage offset where data_ptr() reads it. A
-// FunctionalTensorWrapper reports the offset of the tensor it wraps (Note [View geometry]), but
-// data_ptr() reads the TensorImpl's own field, which PyTorch's view kernels set from a Meta
-// reference made from the input's sizes and strides without its offset: the view of a view would
-// point at its parent's offset only. Pinned by test_view_metadata.py::test_data_ptr_*.
+// The view kernel (on the in-place view ops too: t_, unsqueeze_, as_strided_) also puts the
+// view's storage offset where data_ptr() reads it. A FunctionalTensorWrapper reports the offset
+// of the tensor it wraps (Note [View geometry]), but data_ptr() reads the TensorImpl's own field,
+// which PyTorch's view kernels set from a Meta reference made from the input's sizes and strides
+// without its offset: the view of a view would point at its parent's offset only. Pinned by
+// test_view_metadata.py::test_data_ptr_*.
 
 namespace {
 
-/// The start of an unused range of `nbytes` (whole pages, with a page between ranges).
+/// The start of an unused range of `nbytes` (whole pages, with a page between ranges). The
+/// ranges lie from 2^57 up: no x86-64 or AArch64 address (at most 57 bits, sign-extended) can be
+/// there, so no real pointer equals one, and 2^62 bytes of them last any run.
 void* reserveAddress(size_t nbytes) {
-  constexpr uintptr_t kFirst = uintptr_t{1} << 44;  // 16 TiB: above what a process maps
-  constexpr uintptr_t kLast = uintptr_t{7} << 44;
+  constexpr uintptr_t kFirst = uintptr_t{1} << 57;
   constexpr uintptr_t kPage = 4096;
   static std::atomic<uintptr_t> next{kFirst};
-  const uintptr_t length = ((nbytes + kPage - 1) / kPage + 1) * kPage;
-  uintptr_t start = next.fetch_add(length, std::memory_order_relaxed);
-  if (start + length > kLast) {  // after 96 TiB of storages: start again (identity only)
-    next.store(kFirst + length, std::memory_order_relaxed);
-    start = kFirst;
-  }
-  return reinterpret_cast<void*>(start);
+  const uintptr_t pages = std::min<uintptr_t>(nbytes, uintptr_t{1} << 58) / kPage + 2;
+  return reinterpret_cast<void*>(next.fetch_add(pages * kPage, std::memory_order_relaxed));
 }
 
 /// See Note [Addresses of lazy storages]: the view's own offset field, and its storage's address.
@@ -68,14 +67,24 @@ void placeView(const at::Tensor& view) {
   giveStorageAnAddress(view);
 }
 
-void viewAddressKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
-                       torch::jit::Stack* stack) {
-  pytorchFunctionalizeKernel(op).callBoxed(op, keys, stack);
-  const size_t results = op.schema().returns().size();
-  for (size_t r = stack->size() - results; r < stack->size(); ++r) {
-    forEachTensor((*stack)[r], placeView);
+/// The Functionalize kernel the op had (PyTorch's, or lazyfuse's write kernel for an in-place
+/// view op), then placeView on its results.
+class ViewAddressKernel final : public c10::OperatorKernel {
+ public:
+  explicit ViewAddressKernel(c10::SafeKernelFunction below) : below_(std::move(below)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                  torch::jit::Stack* stack) {
+    below_.callBoxed(op, keys, stack);
+    const size_t results = op.schema().returns().size();
+    for (size_t r = stack->size() - results; r < stack->size(); ++r) {
+      forEachTensor((*stack)[r], placeView);
+    }
   }
-}
+
+ private:
+  c10::SafeKernelFunction below_;
+};
 
 /// set_ with a storage, on a lazy tensor. See Note [Addresses of lazy storages].
 void refuseSetStorage(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*) {
@@ -100,21 +109,27 @@ void registerStorageKernels(torch::Library& functionalize_lib) {
 void giveStorageAnAddress(const at::Tensor& wrapper) {
   c10::StorageImpl* storage = wrapper.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
   if (storage == nullptr || storage->data() != nullptr) return;
+  static std::mutex mutex;  // two threads viewing one base at once give it one address
+  std::lock_guard<std::mutex> lock(mutex);
+  if (storage->data() != nullptr) return;
   storage->set_data_ptr_noswap(c10::DataPtr(reserveAddress(storage->nbytes()), wrapper.device()));
 }
 
 bool registerViewAddressKernel(const c10::OperatorHandle& op, torch::Library& functionalize_lib) {
   const auto& returns = op.schema().returns();
+  // In-place view ops (t_, unsqueeze_, as_strided_) change self's geometry and return it.
   const bool view = !returns.empty() && returns[0].alias_info() != nullptr &&
-                    !returns[0].alias_info()->isWrite();
+                    (!returns[0].alias_info()->isWrite() || op.hasTag(at::Tag::inplace_view));
   // reshape's copy (and flatten's, view's of a copy) ends in _unsafe_view of the copy.
   const bool reshape_copy = op.schema().name() == "aten::_unsafe_view";
-  if (!(view || reshape_copy) || !op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize) ||
-      hasLazyFunctionalizeKernel(op)) {
+  if (!(view || reshape_copy) || !op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) {
     return false;
   }
+  // Over what lazy calls get now: PyTorch's kernel, or lazyfuse's write kernel (in-place views).
+  auto kernel = std::make_unique<ViewAddressKernel>(
+      op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
   implLazyOnFunctionalize(functionalize_lib, op,
-                          c10::KernelFunction::makeFromBoxedFunction<&viewAddressKernel>());
+                          c10::KernelFunction::makeFromBoxedFunctor(std::move(kernel)));
   return true;
 }
 

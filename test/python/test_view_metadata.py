@@ -218,12 +218,14 @@ VIEW_CHAINS = [
     lambda x: x[:, 2:].view(torch.int16),
     lambda x: x.split(2)[1][:, 1:],
     lambda x: x.unfold(1, 2, 1)[1:],
+    lambda x: x[1].unsqueeze_(0),
+    lambda x: x[1:].t_(),
 ]
 
 
 @pytest.mark.parametrize("make_view", VIEW_CHAINS, ids=[
     "rows", "step_then_columns", "chained_t", "select", "diagonal", "permute_step", "view_dtype",
-    "columns_view_dtype", "split", "unfold"])
+    "columns_view_dtype", "split", "unfold", "unsqueeze_", "t_"])
 @pytest.mark.parametrize("transfer", [True, False], ids=["to_lazy", "op_result"])
 def test_data_ptr_of_views_like_eager(make_view, transfer):
     cpu = base()  # 4 x 5 float32
