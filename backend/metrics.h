@@ -81,7 +81,7 @@ extern Counter& eager_fallbacks;  // EagerFallback: all aten::<op> together
 extern Counter& kernels_compiled; // KernelsCompiled: fused kernels built by the compiler
 extern Counter& kernels_launched; // KernelsLaunched: fused kernel steps run
 extern Counter& kernel_disk_hits; // KernelDiskCacheHits: fused kernels loaded from the disk cache
-extern Counter& lowerings_declined;  // LoweringDeclined: nodes a compiled plan runs unfused
+extern Counter& unfused_nodes;  // UnfusedNodes: ATen nodes a fused plan runs as extern steps
 extern Counter& fusion_fallbacks; // FusionFallback: graphs run per node after a failed compile
 extern Counter& cuda_kernels_checked;  // CudaKernelsChecked: CPU kernels also compiled by NVRTC
 extern Counter& cuda_check_failures;   // CudaCheckFailures: graphs whose CUDA rendering failed

@@ -122,8 +122,9 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
     return value;
   }();
   if (arch <= 0 || plan.kernels.empty()) return;
-  // Rendered as a CUDA target would lower the graph: with its kernel batches.
-  const ExecutionPlan batched = lowerGraph(graph, /*fuse=*/true, /*batch=*/true);
+  // Rendered as a CUDA target would lower the graph: with its kernel batches, and fusing what
+  // only the CPU leaves to ATen (Note [Ops left to ATen on a target]).
+  const ExecutionPlan batched = lowerGraph(graph, /*fuse=*/true, /*batch=*/true, KernelTarget::kCuda);
   const CudaInputs inputs = cudaInputs(batched);
   CudaCompileResult result = compileCuda(renderCuda(inputs.kernels, inputs.batches).source, arch);
   if (result.binary) {
@@ -255,7 +256,6 @@ std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph, bool recurri
 static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool recurring) {
   auto compiled = std::make_shared<CompiledPlan>();
   compiled->plan = lowerForTarget(graph, recurring, &compiled->fuse_when_recurring);
-  metrics::lowerings_declined.add(compiled->plan.lowerings_declined);
   if (dumpRequested("plan")) writeDump(graph, "plan", ".txt", printPlan(graph, compiled->plan));
   if (compiled->plan.kernels.empty()) return compiled;
   std::string error = compileKernels(graph, *compiled, hardwareDevice());

@@ -343,11 +343,13 @@ def run_one(w, rounds, gen, with_compile=False):
 # Why a function stays below eager, where the reason is known. Keys: a kernel function, or
 # "memory" for the memory-bound functions whose kernel is at memory speed on both sides.
 REASONS = {
-    "lgamma": "no vector lgamma (libmvec has none): each element is a call of glibc's scalar "
-              "lgammaf, which is slower than ATen's lgamma kernel here",
-    "fmod": "no vector fmod in libmvec and the result must be exact: a call of scalar fmodf per "
-            "element, where ATen calls SLEEF's vector fmod",
-    "remainder": "fmod plus a sign correction; see fmod",
+    "lgamma": "ATen's own kernel on both sides (no vector lgamma in libmvec, so on the CPU "
+              "lazyfuse runs ATen's: Note [Ops left to ATen on a target]); alone, the step's "
+              "record-and-sync overhead and noise decide",
+    "fmod": "ATen's own kernel on both sides (no exact vector fmod in libmvec, so on the CPU "
+            "lazyfuse runs ATen's, which calls SLEEF's: Note [Ops left to ATen on a target]); "
+            "alone, the step's record-and-sync overhead and noise decide",
+    "remainder": "ATen's own kernel on both sides, as fmod",
     "memory": "memory-bound: one load or two and a store per element, both sides at memory "
               "speed. A kernel that moves more bytes than the last-level cache streams its "
               "stores (Note [Streaming stores]) and passes eager (a binary float32 op over 4M "

@@ -9,7 +9,9 @@ For chains of 10/100/1000 tiny ops (alternating `x + 1.0` and `x * 0.5`) on 1-el
   lazy + sync    µs per op to record the chain and run it (`mark_step` + `wait`)
 
 and the ratio lazy / eager, where eager runs on the device lazy tensors execute on. The first
-(cold) run of each chain, which compiles, is reported separately. Writes
+(cold) run of each chain, which compiles, is reported separately. Last, the host memory a
+recorded but not yet synced node holds: the heap malloc has handed out, grown over 6,000 such
+nodes (steady state: the meta cache already holds the op), per node. Writes
 bench/results/trace_overhead.json and, when matplotlib is importable, trace_overhead.png.
 
     python bench/trace_overhead.py [--quick]
@@ -198,6 +200,40 @@ def environment():
     }
 
 
+def heap_in_use():
+    """Bytes malloc has handed out and not taken back (glibc's mallinfo2), or None."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+            "fordblks", "keepcost")]
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallinfo2.restype = MallInfo2
+    except (OSError, AttributeError):
+        return None
+    info = libc.mallinfo2()
+    return info.uordblks + info.hblkhd
+
+
+def pending_node_kib(size, nodes=6000):
+    """KiB of heap per recorded, unsynced node (`x * 1.0001 + 0.5` chains), or None."""
+    if heap_in_use() is None:
+        return None
+    x = torch.randn(size).to("lazy")
+    for _ in range(200):  # the ops' meta-cache entries and the allocator's first blocks
+        x = x * 1.0001 + 0.5
+    lazyfuse.mark_step()
+    gc.collect()
+    before = heap_in_use()
+    for _ in range(nodes // 2):
+        x = x * 1.0001 + 0.5
+    grown = heap_in_use() - before
+    lazyfuse.mark_step()
+    return grown / nodes / 1024
+
+
 def main():
     args = parse_args()
     hardware = lazyfuse.hardware_device()
@@ -217,10 +253,15 @@ def main():
             print(f"  measured size={size} ops={n}", file=sys.stderr)
     print()
     print_table(rows, eager_devices, reference)
+    pending = {str(size): pending_node_kib(size) for size in SIZES}
+    pending = {s: None if kib is None else round(kib, 2) for s, kib in pending.items()}
+    print("\nhost memory per recorded, unsynced node (KiB): "
+          + ", ".join(f"size {s}: {kib}" for s, kib in pending.items()))
 
     args.out.mkdir(parents=True, exist_ok=True)
     json_path = args.out / "trace_overhead.json"
-    result = {"environment": environment(), "reference_device": reference, "rows": rows}
+    result = {"environment": environment(), "reference_device": reference, "rows": rows,
+              "pending_node_kib": pending}
     json_path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {json_path}")
     chart = write_chart(rows, eager_devices, reference, args.out / "trace_overhead.png")

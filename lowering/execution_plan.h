@@ -100,9 +100,10 @@ struct ExecutionPlan {
   std::vector<KernelBatch> batches;
   std::vector<StridedView> views;
   int32_t num_temps = 0;
-  /// Nodes whose lowering declined (an argument form it does not fuse): they run their ATen
-  /// kernel as extern steps. Counted in the LoweringDeclined metric when the plan is compiled.
-  uint32_t lowerings_declined = 0;
+  /// ATen nodes of a fused plan that run their ATen kernel as extern steps: no lowering (matmul,
+  /// convolution), one that declined the call's argument forms, or left to ATen on the target.
+  /// Counted in the UnfusedNodes metric when the plan is made. 0 for an unfused plan.
+  uint32_t unfused_nodes = 0;
   /// What each step is called in profiler traces and in lazyfuse.last_plan_profile(): a fused
   /// kernel with the ops whose values it writes. See Note [Plan steps in the profiler].
   std::shared_ptr<const std::vector<std::string>> step_labels;

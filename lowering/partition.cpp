@@ -129,7 +129,7 @@ class Partitioner {
 
   void run(ExecutionPlan& plan) {
     lowerNodes();
-    plan.lowerings_declined = declined_;
+    plan.unfused_nodes = unfused_;
     try {
       markRealized();
       group();
@@ -152,6 +152,7 @@ class Partitioner {
       }
       if (lowerable(graph_, pos) && !leftToAten(node, target_) && tryLower(pos)) continue;
       p_.is_extern[pos] = true;
+      ++unfused_;
       for (uint32_t k = 0; k < node.numOutputs(); ++k) {
         p_.node_loops[pos].push_back(addBuffer(pos, k, node.outputMeta(k)));
       }
@@ -200,7 +201,6 @@ class Partitioner {
     if (!ok) {
       p_.loops.nodes.resize(before);  // drop what a declined lowering had made
       p_.ref_of.resize(before);
-      ++declined_;
       return false;
     }
     p_.ref_of.resize(p_.loops.nodes.size());
@@ -375,7 +375,7 @@ class Partitioner {
   const Graph& graph_;
   KernelTarget target_;
   Partition p_;
-  uint32_t declined_ = 0;  // see ExecutionPlan::lowerings_declined
+  uint32_t unfused_ = 0;  // see ExecutionPlan::unfused_nodes
 };
 
 void Partitioner::collectReads(LoopId id, Reads& reads) const {
