@@ -168,6 +168,29 @@ def func_functionalize_ops():
 
 
 @program
+def functional_views_of_cpu_tensors():
+    """Views under C++ functionalization of CPU tensors: lazyfuse's kernels on every view op's
+    Functionalize entry (Note [Addresses of lazy storages]) must leave their offsets, strides and
+    data pointers as PyTorch makes them."""
+    x, _ = view_inputs()
+    out = []
+    makers = [lambda a: a[1:], lambda a: a[1:][:, 1:], lambda a: a.t()[2:],
+              lambda a: a[1].unsqueeze_(0), lambda a: a[1:].t_(), lambda a: a.view(-1)[2:],
+              lambda a: a.t().reshape(-1)]
+    for reapply in (False, True):
+        t = torch._to_functional_tensor(x.clone())
+        torch._enable_functionalization(reapply_views=reapply)
+        try:
+            for make in makers:
+                v = make(t)
+                out.append((tuple(v.shape), v.stride(), v.storage_offset(),
+                            v.data_ptr() - t.data_ptr(), v.untyped_storage().nbytes()))
+        finally:
+            torch._disable_functionalization()
+    return out
+
+
+@program
 def functionalize_under_inference_mode():
     x, _ = view_inputs()
     out = {}
