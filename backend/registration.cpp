@@ -117,6 +117,7 @@ void registerDynamicKernels() {
   int checked = 0;
   int decomposed = 0;
   int outs = 0;
+  int views = 0;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto op = c10::Dispatcher::singleton().findOp(name);
@@ -134,16 +135,11 @@ void registerDynamicKernels() {
                               c10::KernelFunction::makeFromBoxedFunction<&decomposeKernel>());
       ++decomposed;
     }
+    // Last for the op: over its write kernel (Note [Addresses of lazy storages]).
+    if (registerViewAddressKernel(*op, *functionalize_lib)) ++views;
   }
   registerRandomTwinKernels(*lazy_lib);  // after the loop: Note [Random ops draw when recorded]
   registerStorageKernels(*functionalize_lib);  // over the write checks
-  int views = 0;
-  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-    auto op = c10::Dispatcher::singleton().findOp(name);  // Note [Addresses of lazy storages]
-    if (op && name.name.rfind("aten::", 0) == 0 && registerViewAddressKernel(*op, *functionalize_lib)) {
-      ++views;
-    }
-  }
   registerLikeOnDeviceKernels(*functionalize_lib);
   LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, write checks for ",
                checked, " in-place and out= ops, decompositions on Functionalize for ", decomposed,
