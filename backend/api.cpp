@@ -8,6 +8,7 @@
 #include "kernels/buffer_pool.h"
 #include "kernels/extern_runner.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
@@ -82,6 +83,24 @@ std::vector<int64_t> bufferPoolStatsOp() {
           static_cast<int64_t>(s.hits), static_cast<int64_t>(s.misses)};
 }
 
+/// Every setting of Note [Configuration]: names, accepted values, defaults, when each is read,
+/// effects, and the current values ("" when unset).
+using ConfigTable =
+    std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::string>,
+               std::vector<std::string>, std::vector<std::string>, std::vector<std::string>>;
+ConfigTable configOp() {
+  ConfigTable table;
+  for (const config::Setting& s : config::settings()) {
+    std::get<0>(table).push_back(s.name);
+    std::get<1>(table).push_back(s.values);
+    std::get<2>(table).push_back(s.fallback);
+    std::get<3>(table).push_back(config::readAtName(s.read_at));
+    std::get<4>(table).push_back(s.effect);
+    std::get<5>(table).push_back(config::rawValue(s.name));
+  }
+  return table;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(lazyfuse, m) {
@@ -99,6 +118,7 @@ TORCH_LIBRARY(lazyfuse, m) {
   m.def("empty_cache() -> ()", &releaseCachedBuffers);
   m.def("buffer_pool_stats() -> int[]", &bufferPoolStatsOp);
   m.def("last_plan_profile() -> (str[], int[])", &lastPlanProfileOp);
+  m.def("config() -> (str[], str[], str[], str[], str[], str[])", &configOp);
 }
 
 }  // namespace lazyfuse

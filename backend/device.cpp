@@ -2,6 +2,7 @@
 
 #include "backend/logging.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 
 #include <ATen/Context.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -19,12 +20,10 @@ bool cudaUsable() {
 }
 
 c10::Device chooseHardwareDevice() {
-  const char* requested = std::getenv("LAZYFUSE_DEVICE");
-  std::string choice = requested ? requested : "";
+  const std::string choice = config::device();
   if (choice == "cpu") return c10::Device(c10::DeviceType::CPU);
   const bool cuda = cudaUsable();
   LF_CHECK(choice != "cuda" || cuda, "LAZYFUSE_DEVICE=cuda was asked for, but no CUDA device is usable");
-  LF_CHECK(choice.empty() || choice == "cuda", "LAZYFUSE_DEVICE must be cuda or cpu, got '", choice, "'");
   c10::Device device = cuda ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
   LF_LOG_INFO("lazy tensors execute on ", device.str());
   return device;

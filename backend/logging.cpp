@@ -4,20 +4,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <cstdlib>
-#include <cstring>
 
 namespace lazyfuse {
 namespace {
-
-LogLevel parseLevel(const char* text) {
-  if (text == nullptr) return LogLevel::kWarn;
-  if (std::strcmp(text, "debug") == 0 || std::strcmp(text, "trace") == 0) return LogLevel::kDebug;
-  if (std::strcmp(text, "info") == 0) return LogLevel::kInfo;
-  if (std::strcmp(text, "error") == 0) return LogLevel::kError;
-  if (std::strcmp(text, "off") == 0) return LogLevel::kOff;
-  return LogLevel::kWarn;
-}
 
 spdlog::level::level_enum toSpdlog(LogLevel level) {
   switch (level) {
@@ -45,8 +34,7 @@ spdlog::logger& logger() {
 }  // namespace
 
 LogLevel logLevel() {
-  static const LogLevel level = parseLevel(std::getenv("LAZYFUSE_LOG_LEVEL"));
-  return level;
+  return config::logLevel();
 }
 
 void logMessage(LogLevel level, const std::string& message) {

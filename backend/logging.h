@@ -5,14 +5,14 @@
 // fmt 9, so no translation unit may see both. Everything else logs through this header, which
 // depends on neither torch nor spdlog.
 
+#include "lazy_ir/config.h"
+
 #include <sstream>
 #include <string>
 
 namespace lazyfuse {
 
-enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
-
-/// The level from LAZYFUSE_LOG_LEVEL (default warn), read once.
+/// The level from LAZYFUSE_LOG_LEVEL (default warn), read once: config::logLevel().
 LogLevel logLevel();
 void logMessage(LogLevel level, const std::string& message);
 

@@ -9,6 +9,7 @@
 #include "kernels/cuda_codegen.h"
 #include "kernels/cuda_compiler.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 #include "lowering/pipeline.h"
 #include "lowering/print_plan.h"
 
@@ -41,8 +42,6 @@ namespace {
 // the CUDA kernels compute eager's numbers.
 constexpr int64_t kFuseMinElements = 1 << 15;
 
-enum class FusionMode { kOff, kAuto, kAlways };
-
 bool targetAvailable(c10::Device device) {
   if (device.is_cpu()) {
     static const bool have_compiler = [] {
@@ -63,11 +62,9 @@ bool targetAvailable(c10::Device device) {
   return device.is_cuda() && have_cuda;
 }
 
-FusionMode fusionMode() {
-  const char* env = std::getenv("LAZYFUSE_FUSION");
-  const std::string mode = env ? env : "auto";
-  if (mode == "0" || mode == "off" || !targetAvailable(hardwareDevice())) return FusionMode::kOff;
-  return mode == "always" || mode == "1" ? FusionMode::kAlways : FusionMode::kAuto;
+config::Fusion fusionMode() {
+  const config::Fusion mode = config::fusion();
+  return targetAvailable(hardwareDevice()) ? mode : config::Fusion::kOff;
 }
 
 /// Elements the plan's kernels visit, reductions counted in full.
@@ -111,14 +108,9 @@ void countCompiled(bool disk_hit, size_t kernels) {
 /// Compiles the plan's kernels as CUDA for LAZYFUSE_NVRTC_CHECK; see Note [When graphs are fused].
 void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
   static const int arch = [] {
-    const char* env = std::getenv("LAZYFUSE_NVRTC_CHECK");
-    std::string text = env ? env : "";
-    if (text.rfind("sm_", 0) == 0) text = text.substr(3);
-    const int value = text.empty() ? 0 : std::atoi(text.c_str());
-    if (!text.empty() && value <= 0) {
-      LF_LOG_WARN("LAZYFUSE_NVRTC_CHECK must be a compute capability such as 90, got '", text,
-                  "': no check");
-    }
+    std::string problem;
+    const int value = config::nvrtcCheckArch(&problem);
+    if (!problem.empty()) LF_LOG_WARN(problem);
     return value;
   }();
   if (arch <= 0 || plan.kernels.empty()) return;
@@ -136,12 +128,7 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
               " do not compile for CUDA sm_", arch, ": ", result.error);
 }
 
-/// LAZYFUSE_CUDA_EMULATION set to anything but "", "0" or "off".
-bool emulationRequested() {
-  const char* env = std::getenv("LAZYFUSE_CUDA_EMULATION");
-  const std::string value = env ? env : "";
-  return !value.empty() && value != "0" && value != "off";
-}
+bool emulationRequested() { return config::cudaEmulation(); }
 
 /// Compiles the plan's kernels for `device`; the error text, or "" on success.
 std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Device device) {
@@ -235,11 +222,11 @@ KernelLauncher CompiledPlan::launcher() const {
 static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool recurring);
 
 ExecutionPlan lowerForTarget(const Graph& graph, bool recurring, bool* fuse_when_recurring) {
-  const FusionMode mode = fusionMode();
+  const config::Fusion mode = fusionMode();
   const bool batch = cudaTarget(hardwareDevice());
-  ExecutionPlan plan = lowerGraph(graph, mode != FusionMode::kOff, batch,
+  ExecutionPlan plan = lowerGraph(graph, mode != config::Fusion::kOff, batch,
                                   batch ? KernelTarget::kCuda : KernelTarget::kCpu);
-  if (mode == FusionMode::kAuto && !recurring && kernelWork(plan) < kFuseMinElements) {
+  if (mode == config::Fusion::kAuto && !recurring && kernelWork(plan) < kFuseMinElements) {
     if (fuse_when_recurring != nullptr) *fuse_when_recurring = !plan.kernels.empty();
     plan = lowerGraph(graph, /*fuse=*/false);
   }
@@ -278,19 +265,16 @@ static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool r
   return fallback;
 }
 
-bool dumpRequested(const char* what) {
-  static const std::string dump = std::getenv("LAZYFUSE_DUMP") ? std::getenv("LAZYFUSE_DUMP") : "";
-  return dump.find(what) != std::string::npos;
-}
+bool dumpRequested(const char* what) { return config::dumpRequested(what); }
 
 void writeDump(const Graph& graph, const char* what, const char* ext, const std::string& text) {
-  const char* dir = std::getenv("LAZYFUSE_DUMP_DIR");
-  if (dir != nullptr && *dir != '\0') {
+  const std::string dir = config::dumpDirectory();
+  if (!dir.empty()) {
     std::error_code ignored;  // a failure shows as the warning below
     std::filesystem::create_directories(dir, ignored);
   }
   std::ostringstream path;
-  path << (dir != nullptr && *dir != '\0' ? dir : ".") << "/lazyfuse-" << what << "-" << std::hex << std::setw(16)
+  path << (dir.empty() ? "." : dir) << "/lazyfuse-" << what << "-" << std::hex << std::setw(16)
        << std::setfill('0') << graph.hash() << ext;
   std::ofstream out(path.str());
   if (!out) {

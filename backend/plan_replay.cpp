@@ -19,6 +19,7 @@
 #include "kernels/cuda_graph.h"
 #include "kernels/extern_runner.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 #include "lowering/lowerings.h"
 
 namespace lazyfuse {
@@ -201,11 +202,7 @@ struct CapturedRun {
   }
 };
 
-bool cudaGraphsEnabled() {
-  const char* env = std::getenv("LAZYFUSE_CUDA_GRAPHS");
-  const std::string value = env ? env : "";
-  return value != "0" && value != "off";
-}
+bool cudaGraphsEnabled() { return config::cudaGraphs(); }
 
 PlanReplay::PlanReplay() = default;
 PlanReplay::~PlanReplay() = default;

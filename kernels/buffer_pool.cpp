@@ -1,6 +1,7 @@
 #include "kernels/buffer_pool.h"
 
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty_strided.h>
@@ -47,16 +48,7 @@ size_t roundedSize(size_t bytes) {
   return (bytes + unit - 1) / unit * unit;
 }
 
-size_t limitFromEnvironment() {
-  const char* text = std::getenv("LAZYFUSE_BUFFER_POOL_MB");
-  if (text == nullptr || *text == '\0') return size_t{1024} << 20;
-  char* end = nullptr;
-  const long long mb = std::strtoll(text, &end, 10);
-  LF_CHECK(end != nullptr && *end == '\0' && mb >= 0,
-           "LAZYFUSE_BUFFER_POOL_MB must be a whole number of MiB (0 turns the pool off), not '",
-           text, "'");
-  return static_cast<size_t>(mb) << 20;
-}
+size_t limitFromEnvironment() { return config::bufferPoolLimitBytes(); }
 
 class BufferPool final : public c10::Allocator {
  public:

@@ -3,13 +3,13 @@
 #include "kernels/cpu_codegen.h"
 #include "kernels/detail/cpu_disk_cache.h"
 #include "kernels/interrupts.h"
+#include "lazy_ir/config.h"
 
 #include <c10/util/hash.h>
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -47,8 +47,7 @@ bool isExecutable(const std::string& path) {
 std::string resolveProgram(const std::string& name) {
   if (name.empty()) return "";
   if (name.find('/') != std::string::npos) return isExecutable(name) ? name : "";
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  std::stringstream dirs(config::searchPath());
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
     std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
@@ -131,10 +130,8 @@ int runProgram(const std::vector<std::string>& argv, std::string& output) {
 /// The compiler: $LAZYFUSE_CXX, else $CXX, else c++ or g++ on PATH; the first that runs.
 const Compiler* findCompiler() {
   static const Compiler* const found = []() -> const Compiler* {
-    const char* lazyfuse_cxx = std::getenv("LAZYFUSE_CXX");
-    const char* cxx = std::getenv("CXX");
-    for (const char* name : {lazyfuse_cxx, cxx, "c++", "g++"}) {
-      std::string path = resolveProgram(name ? name : "");
+    for (const std::string& name : config::compilerCandidates()) {
+      std::string path = resolveProgram(name);
       std::string output;
       if (path.empty() || runProgram({path, "--version"}, output) != 0) continue;
       return new Compiler{path, output.substr(0, output.find('\n'))};
@@ -314,19 +311,7 @@ std::string cpuCompilerVersion() {
 }
 
 std::string cacheDirectory() {
-  std::string dir;
-  const char* home = std::getenv("HOME");
-  if (const char* env = std::getenv("LAZYFUSE_CACHE_DIR"); env && *env) {
-    dir = env;
-  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
-    dir = std::string(xdg) + "/lazyfuse";
-  } else {
-    if (!home || !*home) {
-      const passwd* entry = getpwuid(geteuid());
-      home = entry ? entry->pw_dir : "/tmp";
-    }
-    dir = std::string(home) + "/.cache/lazyfuse";
-  }
+  std::string dir = config::cacheDirectory();
   detail::makeDirectories(dir);
   return dir;
 }

@@ -1,5 +1,6 @@
 #include "kernels/detail/cpu_disk_cache.h"
 
+#include "lazy_ir/config.h"
 #include "lazy_ir/hash.h"
 
 #include <fcntl.h>
@@ -74,8 +75,7 @@ bool makeDirectories(const std::string& dir) {
 
 std::string privateTempDirectory() {
   static const std::string dir = [] {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/lazyfuse-XXXXXX";
+    std::string pattern = config::tempDirectory() + "/lazyfuse-XXXXXX";
     return mkdtemp(pattern.data()) ? pattern : std::string();
   }();
   return dir;

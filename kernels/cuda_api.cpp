@@ -1,6 +1,7 @@
 #include "kernels/cuda_api.h"
 
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 
 #include <c10/core/CPUAllocator.h>
 
@@ -34,16 +35,12 @@ std::string torchLibDirectory() {
 
 std::vector<std::string> nvrtcCandidates() {
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("LAZYFUSE_NVRTC"); env && *env) candidates.push_back(env);
+  if (std::string env = config::nvrtcLibrary(); !env.empty()) candidates.push_back(env);
   if (std::string torch_lib = torchLibDirectory(); !torch_lib.empty()) {
     candidates.push_back(torch_lib + "/../../nvidia/cu13/lib/libnvrtc.so.13");
     candidates.push_back(torch_lib + "/../../nvidia/cuda_nvrtc/lib/libnvrtc.so.12");
   }
-  for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* home = std::getenv(env); home && *home) {
-      candidates.push_back(std::string(home) + "/lib64/libnvrtc.so");
-    }
-  }
+  for (const std::string& path : config::cudaToolkitNvrtc()) candidates.push_back(path);
   for (const char* name : {"/usr/local/cuda/lib64/libnvrtc.so", "libnvrtc.so.13",
                            "libnvrtc.so.12", "libnvrtc.so"}) {
     candidates.push_back(name);

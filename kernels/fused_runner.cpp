@@ -2,6 +2,7 @@
 
 #include "kernels/buffer_pool.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty_strided.h>
@@ -72,12 +73,7 @@ bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device dev
 }
 
 bool donationEnabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("LAZYFUSE_DONATE");
-    const std::string value = env ? env : "";
-    return value != "0" && value != "off";
-  }();
-  return enabled;
+  return config::donation();
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ operators.
 """
 
 import functools
+import os
 
 import torch
 
@@ -29,6 +30,7 @@ __all__ = [
     "__version__",
     "add_step_closure",
     "buffer_pool_stats",
+    "config",
     "dump_ir",
     "empty_cache",
     "hardware_device",
@@ -106,6 +108,28 @@ def buffer_pool_stats():
     fresh memory (`misses`) since the process started."""
     cached, limit, hits, misses = torch.ops.lazyfuse.buffer_pool_stats()
     return {"cached_bytes": cached, "limit_bytes": limit, "hits": hits, "misses": misses}
+
+
+# The one setting the package reads itself, before the library is loaded (python/lazyfuse/_library.py).
+_PACKAGE_SETTINGS = [
+    ("LAZYFUSE_LIBRARY", "a path to liblazyfuse.so (must exist)", "unset", "once",
+     "the library to load when the package has no copy of its own"),
+]
+
+
+def config():
+    """Every environment variable lazyfuse reads, as the README's configuration table lists
+    them: a dict from the variable's name to a dict with its current `value` (None when unset
+    or empty), the `values` it accepts, its `default`, when it is `read` ("once", "each graph",
+    "each run", "each use") and its `effect`. See Note [Configuration]."""
+    names, values, defaults, read_at, effects, current = torch.ops.lazyfuse.config()
+    rows = list(zip(names, values, defaults, read_at, effects, current))
+    rows += [(*row, os.environ.get(row[0], "")) for row in _PACKAGE_SETTINGS]
+    return {
+        name: {"value": now or None, "values": accepted, "default": default, "read": read,
+               "effect": effect}
+        for name, accepted, default, read, effect, now in rows
+    }
 
 
 def hardware_device():
