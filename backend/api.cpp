@@ -4,9 +4,9 @@
 #include "backend/device.h"
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 #include "kernels/buffer_pool.h"
-#include "kernels/extern_runner.h"
+#include "kernels/plan_runner.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/config.h"
 

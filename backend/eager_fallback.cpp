@@ -2,7 +2,7 @@
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
 #include "backend/logging.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 #include "backend/op_traits.h"
 #include "backend/recorder.h"
 #include "lazy_ir/check.h"

@@ -2,10 +2,10 @@
 
 #include "backend/device.h"
 #include "backend/logging.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 #include "backend/plan_compiler.h"
 #include "backend/plan_replay.h"
-#include "kernels/extern_runner.h"
+#include "kernels/plan_runner.h"
 #include "kernels/interrupts.h"
 #include "lazy_ir/check.h"
 #include "lowering/print_plan.h"
@@ -272,7 +272,7 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
     try {
       // See Note [CUDA graph replay] in backend/plan_replay.cpp.
       std::optional<std::vector<at::Tensor>> replayed;
-      if (plan->cuda_target) {
+      if (plan->replayable()) {
         replayed = entry.replay->run(
             *plan, graph, [&] { return freeDataInputs(graph, internal); }, donation);
       }
@@ -280,8 +280,7 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
         outputs = std::move(*replayed);
       } else {
         if (donates) donation.free_data = freeDataInputs(graph, internal);
-        outputs = runPlan(plan->plan, graph, plan->launcher(), plan->batchLauncher(),
-                          donates ? &donation : nullptr);
+        outputs = runPlan(plan->plan, graph, plan->kernels.get(), donates ? &donation : nullptr);
       }
     } catch (...) {
       metrics::buffers_donated.add(donation.donated);
@@ -413,7 +412,7 @@ std::string dumpGraph(c10::ArrayRef<at::Tensor> tensors, const std::string& form
     roots.push_back(lazyImplOrRaise(t, "dump_ir: expected lazy tensors").data().asInput());
   }
   Graph graph = Graph::fromRoots(roots);
-  if (format == "plan") return printPlan(graph, lowerForTarget(graph));
+  if (format == "plan") return printPlan(graph, lowerForTarget(graph, chooseTarget()));
   return format == "dot" ? printDot(graph) : printText(graph);
 }
 

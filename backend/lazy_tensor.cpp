@@ -2,7 +2,7 @@
 
 #include "backend/conv_layout.h"
 #include "backend/device.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 #include "backend/storage_addresses.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/graph.h"

@@ -4,7 +4,7 @@
 
 #include "backend/api.h"
 #include "backend/graph_executor.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 
 #include <iomanip>
 #include <sstream>

@@ -2,10 +2,7 @@
 
 #include "backend/device.h"
 #include "backend/logging.h"
-#include "backend/metrics.h"
-#include "kernels/cpu_codegen.h"
-#include "kernels/cpu_row_groups.h"
-#include "kernels/cuda_api.h"
+#include "lazy_ir/metrics.h"
 #include "kernels/cuda_codegen.h"
 #include "kernels/cuda_compiler.h"
 #include "lazy_ir/check.h"
@@ -17,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 namespace lazyfuse {
@@ -42,29 +41,24 @@ namespace {
 // the CUDA kernels compute eager's numbers.
 constexpr int64_t kFuseMinElements = 1 << 15;
 
-bool targetAvailable(c10::Device device) {
-  if (device.is_cpu()) {
-    static const bool have_compiler = [] {
-      if (cpuCompilerAvailable()) return true;
-      LF_LOG_WARN("no C++ compiler found (set LAZYFUSE_CXX or CXX): graphs run node by node");
-      return false;
-    }();
-    return have_compiler;
+/// Whether `target` can compile here; warns once per target when it cannot.
+bool targetAvailable(const Target& target) {
+  static std::mutex mutex;
+  static std::map<std::string, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, added] = known.emplace(target.name(), false);
+  if (!added) return it->second;
+  std::string why;
+  it->second = target.available(&why);
+  if (!it->second) {
+    LF_LOG_WARN("fused kernels for the ", target.name(), " target are not available (", why,
+                "): graphs run node by node");
   }
-  static const bool have_cuda = [] {
-    std::string why;
-    if (!nvrtc(&why) || !cudaDriver(&why)) {
-      LF_LOG_WARN("fused CUDA kernels are not available (", why, "): graphs run node by node");
-      return false;
-    }
-    return true;
-  }();
-  return device.is_cuda() && have_cuda;
+  return it->second;
 }
 
-config::Fusion fusionMode() {
-  const config::Fusion mode = config::fusion();
-  return targetAvailable(hardwareDevice()) ? mode : config::Fusion::kOff;
+config::Fusion fusionMode(const Target& target) {
+  return targetAvailable(target) ? config::fusion() : config::Fusion::kOff;
 }
 
 /// Elements the plan's kernels visit, reductions counted in full.
@@ -72,37 +66,6 @@ int64_t kernelWork(const ExecutionPlan& plan) {
   int64_t work = 0;
   for (const FusedKernel& k : plan.kernels) work += domainNumel(k.kernel) * workPerPoint(k.kernel);
   return work;
-}
-
-std::vector<const Kernel*> kernelsOf(const ExecutionPlan& plan) {
-  std::vector<const Kernel*> kernels;
-  for (const FusedKernel& k : plan.kernels) kernels.push_back(&k.kernel);
-  return kernels;
-}
-
-/// What renderCuda takes for `plan`: its kernels, null for the members of a batch, and its
-/// batches.
-struct CudaInputs {
-  std::vector<const Kernel*> kernels;
-  std::vector<std::vector<const Kernel*>> batches;
-};
-
-CudaInputs cudaInputs(const ExecutionPlan& plan) {
-  CudaInputs inputs;
-  inputs.kernels = kernelsOf(plan);
-  for (const KernelBatch& batch : plan.batches) {
-    inputs.batches.emplace_back();
-    for (int32_t k : batch.kernels) {
-      inputs.batches.back().push_back(inputs.kernels.at(k));
-      inputs.kernels.at(k) = nullptr;
-    }
-  }
-  return inputs;
-}
-
-void countCompiled(bool disk_hit, size_t kernels) {
-  (disk_hit ? metrics::kernel_disk_hits : metrics::kernels_compiled)
-      .add(static_cast<int64_t>(kernels));
 }
 
 /// Compiles the plan's kernels as CUDA for LAZYFUSE_NVRTC_CHECK; see Note [When graphs are fused].
@@ -117,7 +80,7 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
   // Rendered as a CUDA target would lower the graph: with its kernel batches, and fusing what
   // only the CPU leaves to ATen (Note [Ops left to ATen on a target]).
   const ExecutionPlan batched = lowerGraph(graph, /*fuse=*/true, /*batch=*/true, KernelTarget::kCuda);
-  const CudaInputs inputs = cudaInputs(batched);
+  const CudaPlanKernels inputs = cudaPlanKernels(batched);
   CudaCompileResult result = compileCuda(renderCuda(inputs.kernels, inputs.batches).source, arch);
   if (result.binary) {
     metrics::cuda_kernels_checked.add(static_cast<int64_t>(plan.kernels.size()));
@@ -128,132 +91,74 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
               " do not compile for CUDA sm_", arch, ": ", result.error);
 }
 
-bool emulationRequested() { return config::cudaEmulation(); }
-
-/// Compiles the plan's kernels for `device`; the error text, or "" on success.
-std::string compileKernels(const Graph& graph, CompiledPlan& compiled, c10::Device device) {
-  std::vector<const Kernel*> kernels = kernelsOf(compiled.plan);
-  const CudaInputs inputs = cudaInputs(compiled.plan);
-  if (device.is_cpu() && emulationRequested()) {
-    if (dumpRequested("cuda")) {
-      writeDump(graph, "kernels", ".cu", renderCuda(inputs.kernels, inputs.batches).source);
-    }
-    std::string error;
-    bool disk_hit = false;
-    compiled.emulated = compileCudaEmulation(inputs.kernels, inputs.batches, error, disk_hit);
-    if (!compiled.emulated) return error;
-    countCompiled(disk_hit, kernels.size());
-    checkCudaCompiles(graph, compiled.plan);
-    return "";
+/// Compiles the plan's kernels through its target; the error text, or "" on success.
+std::string compileKernels(const Graph& graph, CompiledPlan& compiled) {
+  SourceDump dump;
+  const char* dialect = compiled.target->capabilities().lowering == KernelTarget::kCuda ? "cuda"
+                                                                                        : "cpp";
+  if (dumpRequested(dialect)) {
+    dump = [&graph](const char* ext, const std::string& source) {
+      writeDump(graph, "kernels", ext, source);
+    };
   }
-  if (device.is_cpu()) {
-    const CpuProgram program = renderCppProgram(compiled.plan);
-    if (dumpRequested("cpp")) writeDump(graph, "kernels", ".cpp", program.source);
-    CpuCompileResult result = compileCppProgram(program);
-    if (!result.module) return result.error;
-    countCompiled(result.disk_hit, kernels.size());
-    compiled.cpu = result.module;
-    compiled.cpu_kernels = result.module->functions;
-    checkCudaCompiles(graph, compiled.plan);
-    return "";
-  }
-  std::string why;
-  const CudaDriverApi* driver = cudaDriver(&why);
-  const size_t table_bytes = driver && driver->version >= 12010 ? kCudaBatchTableBytes
-                                                                : kCudaBatchTableBytesBefore12_1;
-  CudaSource source = renderCuda(inputs.kernels, inputs.batches, table_bytes);
-  if (dumpRequested("cuda")) writeDump(graph, "kernels", ".cu", source.source);
-  try {
-    CudaCompileResult result = compileCuda(source.source, cudaArch(device));
-    if (!result.binary) return result.error;
-    countCompiled(result.disk_hit, kernels.size());
-    compiled.cuda = loadCudaModule(*result.binary, source, device);
-  } catch (const c10::Error& e) {
-    return std::string("cannot load the compiled kernels: ") + e.what_without_backtrace();
-  }
+  CompileOutcome outcome = compiled.target->compile(compiled.plan, hardwareDevice(), dump);
+  if (!outcome.kernels) return outcome.error;
+  (outcome.disk_hit ? metrics::kernel_disk_hits : metrics::kernels_compiled)
+      .add(static_cast<int64_t>(compiled.plan.kernels.size()));
+  compiled.kernels = std::move(outcome.kernels);
+  // The NVRTC check proves, on a machine without a GPU, that what it fused compiles for one.
+  if (!hardwareDevice().is_cuda()) checkCudaCompiles(graph, compiled.plan);
   return "";
 }
 
-/// True when fused kernels of `device` run as CUDA (on a GPU, or emulated).
-bool cudaTarget(c10::Device device) {
-  return device.is_cuda() || (device.is_cpu() && emulationRequested());
+/// `graph` lowered for `target`: fused with its batches, or node by node.
+ExecutionPlan lowerFor(const Graph& graph, const Target& target, bool fuse) {
+  const TargetCapabilities c = target.capabilities();
+  return lowerGraph(graph, fuse, fuse && c.kernel_batches, c.lowering);
 }
 
 }  // namespace
 
-BatchLauncher CompiledPlan::batchLauncher() const {
-  if (plan.batches.empty()) return {};
-  if (cuda) {
-    return [this](size_t index, const Graph& graph, PlanValues& values) {
-      metrics::cuda_launches.add(
-          static_cast<int64_t>(runCudaBatch(plan, index, *cuda, graph, values)));
-      metrics::kernel_batch_launches.add();
-    };
-  }
-  if (emulated) {
-    return [this](size_t index, const Graph& graph, PlanValues& values) {
-      metrics::cuda_emulated_launches.add(
-          static_cast<int64_t>(runEmulatedCudaBatch(plan, index, *emulated, graph, values)));
-      metrics::kernel_batch_launches.add();
-    };
-  }
-  return {};
+const Target& chooseTarget() {
+  const char* name = hardwareDevice().is_cuda() ? "cuda"
+                     : config::cudaEmulation()  ? "cuda-emulated"
+                                                : "cpu";
+  const Target* target = findTarget(name);
+  LF_CHECK(target != nullptr, "LAZYFUSE_CUDA_EMULATION asks for the ", name,
+           " target, which this build of lazyfuse lacks (configure it with "
+           "-DLAZYFUSE_TEST_TARGETS=ON)");
+  return *target;
 }
 
-KernelLauncher CompiledPlan::launcher() const {
-  if (plan.kernels.empty()) return {};
-  if (cuda) {
-    return [this](size_t index, const Graph& graph, PlanValues& values) {
-      runCudaKernel(plan.kernels[index], *cuda, index, graph, values);
-      metrics::cuda_launches.add();
-    };
-  }
-  if (emulated) {
-    return [this](size_t index, const Graph& graph, PlanValues& values) {
-      runEmulatedCudaKernel(plan.kernels[index], *emulated, index, graph, values);
-      metrics::cuda_emulated_launches.add();
-    };
-  }
-  return [this](size_t index, const Graph& graph, PlanValues& values) {
-    runCpuKernel(plan, index, cpu_kernels, graph, values);
-  };
-}
-
-static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool recurring);
-
-ExecutionPlan lowerForTarget(const Graph& graph, bool recurring, bool* fuse_when_recurring) {
-  const config::Fusion mode = fusionMode();
-  const bool batch = cudaTarget(hardwareDevice());
-  ExecutionPlan plan = lowerGraph(graph, mode != config::Fusion::kOff, batch,
-                                  batch ? KernelTarget::kCuda : KernelTarget::kCpu);
+ExecutionPlan lowerForTarget(const Graph& graph, const Target& target, bool recurring,
+                             bool* fuse_when_recurring) {
+  const config::Fusion mode = fusionMode(target);
+  ExecutionPlan plan = lowerFor(graph, target, mode != config::Fusion::kOff);
   if (mode == config::Fusion::kAuto && !recurring && kernelWork(plan) < kFuseMinElements) {
     if (fuse_when_recurring != nullptr) *fuse_when_recurring = !plan.kernels.empty();
-    plan = lowerGraph(graph, /*fuse=*/false);
+    plan = lowerFor(graph, target, /*fuse=*/false);
   }
   return plan;
 }
 
 std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph, bool recurring) {
-  std::shared_ptr<CompiledPlan> compiled = compileForTarget(graph, recurring);
-  compiled->cuda_target = cudaTarget(hardwareDevice());
-  return compiled;
-}
-
-/// compilePlan, but for cuda_target.
-static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool recurring) {
+  const Target& target = chooseTarget();
   auto compiled = std::make_shared<CompiledPlan>();
-  compiled->plan = lowerForTarget(graph, recurring, &compiled->fuse_when_recurring);
+  compiled->target = &target;
+  compiled->plan = lowerForTarget(graph, target, recurring, &compiled->fuse_when_recurring);
   if (dumpRequested("plan")) writeDump(graph, "plan", ".txt", printPlan(graph, compiled->plan));
   if (compiled->plan.kernels.empty()) return compiled;
-  std::string error = compileKernels(graph, *compiled, hardwareDevice());
+  std::string error = compileKernels(graph, *compiled);
   if (error.empty()) return compiled;
   if (!compiled->plan.batches.empty()) {
     // The kernels without batching, before giving up fusion for the graph.
     LF_LOG_WARN("batched kernels of graph 0x", std::hex, graph.hash(), std::dec,
                 " failed to compile; compiling them one by one: ", error);
     auto unbatched = std::make_shared<CompiledPlan>();
-    unbatched->plan = lowerGraph(graph, /*fuse=*/true, /*batch=*/false, KernelTarget::kCuda);
-    error = compileKernels(graph, *unbatched, hardwareDevice());
+    unbatched->target = &target;
+    unbatched->plan =
+        lowerGraph(graph, /*fuse=*/true, /*batch=*/false, target.capabilities().lowering);
+    error = compileKernels(graph, *unbatched);
     if (error.empty()) return unbatched;
   }
   // Never a wrong result: the graph runs node by node instead. See Note [When graphs are fused].
@@ -261,7 +166,8 @@ static std::shared_ptr<CompiledPlan> compileForTarget(const Graph& graph, bool r
               " failed to compile; running it node by node: ", error);
   metrics::fusion_fallbacks.add();
   auto fallback = std::make_shared<CompiledPlan>();
-  fallback->plan = lowerGraph(graph, /*fuse=*/false);
+  fallback->target = &target;
+  fallback->plan = lowerFor(graph, target, /*fuse=*/false);
   return fallback;
 }
 

@@ -15,9 +15,9 @@
 
 #include "backend/device.h"
 #include "backend/logging.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 #include "kernels/cuda_graph.h"
-#include "kernels/extern_runner.h"
+#include "kernels/plan_runner.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/config.h"
 #include "lowering/lowerings.h"
@@ -70,9 +70,10 @@ namespace lazyfuse {
 // ordinary run (counted in CudaGraphMismatches): a replay that goes wrong where it is checked
 // costs speed, not numbers. The replays after those rely on the checks above.
 //
-// Under CUDA emulation (LAZYFUSE_CUDA_EMULATION=1) the same logic runs on the CPU: the capture
-// is a normal run that records its launches and extern calls (kernels/cuda_graph.h), and replay
-// runs the records again over the same memory. That is how the tests check, without a GPU,
+// The target makes the capture and the replay graph (Note [Targets]). Under CUDA emulation
+// (LAZYFUSE_CUDA_EMULATION=1) the same logic runs on the CPU: the capture is a normal run that
+// records its launches and extern calls (kernels/cuda_graph.h), and replay runs the records
+// again over the same memory. That is how the tests check, without a GPU,
 // what a replay reads and writes. LAZYFUSE_CUDA_GRAPHS=0 turns replay off.
 constexpr int64_t kRunsBeforeCapture = 3;
 constexpr int kMaxCaptures = 8;
@@ -137,7 +138,7 @@ bool sameParams(const std::vector<c10::IValue>& now, const std::vector<c10::IVal
 }
 
 bool eligible(const CompiledPlan& plan, const Graph& graph) {
-  if (!plan.cuda_target || plan.plan.steps.empty()) return false;
+  if (!plan.replayable() || plan.plan.steps.empty()) return false;
   for (const NodePtr& node : graph.nodes()) {
     // A random op (by name, and any op PyTorch tags as drawing from a generator: binomial,
     // rrelu_with_noise, _sample_dirichlet, ...) is never captured.
@@ -160,7 +161,7 @@ struct CapturedRun {
   CapturedRun(const CapturedRun&) = delete;
   CapturedRun& operator=(const CapturedRun&) = delete;
 
-  std::unique_ptr<CudaGraph> gpu;  // null under emulation
+  std::unique_ptr<ReplayGraph> graph;  // the target's capture of the run
   /// The stream the graph is replayed on: one replay follows another on it, so that a copy into
   /// the graph's inputs never overtakes the replay before (a GPU's only).
   std::optional<c10::Stream> stream;
@@ -269,17 +270,17 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
     const CompiledPlan& plan, const Graph& graph,
     const std::function<std::vector<uint8_t>()>& free_data, DonationState& donation) {
   const c10::Device device = hardwareDevice();
-  const bool emulated = !device.is_cuda();
+  const Target& target = *plan.target;
   // A capture counts against kMaxCaptures and, on a GPU, runs nothing: not interrupted. See
   // Note [Interrupting a sync].
   NoInterrupts no_interrupts;
   // The run as usual, without donation so that the inputs stay as they are: what the capture's
   // replay must give, and what this run returns if it does not.
   std::vector<at::Tensor> reference =
-      runPlan(plan.plan, graph, plan.launcher(), plan.batchLauncher(), nullptr);
+      runPlan(plan.plan, graph, plan.kernels.get(), nullptr);
 
   auto run = std::make_unique<CapturedRun>();
-  run->capture = std::make_unique<PlanCapture>(emulated);
+  run->capture = target.newCapture();
   const std::vector<uint32_t>& data = graph.dataPositions();
   const std::vector<NodePtr>& nodes = graph.nodes();
   std::vector<at::Tensor> replaced(nodes.size());
@@ -317,15 +318,14 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
     for (uint32_t position : run->copied) state.free_data[position] = 0;  // held by the run
   }
   std::vector<at::Tensor> outputs;
-  if (!emulated) run->stream = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
   try {
     CaptureScope scope(run->capture.get());
-    if (!emulated) run->gpu = CudaGraph::begin(device);
-    outputs = runPlan(plan.plan, graph, plan.launcher(), plan.batchLauncher(),
-                      donates ? &state : nullptr, &replaced);
-    if (run->gpu) run->gpu->end();
+    run->graph = target.beginReplay(*run->capture, device);
+    run->stream = run->graph->stream();
+    outputs = runPlan(plan.plan, graph, plan.kernels.get(), donates ? &state : nullptr, &replaced);
+    run->graph->end();
   } catch (const std::exception& e) {
-    if (run->gpu) run->gpu->abort();
+    if (run->graph) run->graph->abort();
     metrics::cuda_graph_capture_failures.add();
     const auto* error = dynamic_cast<const c10::Error*>(&e);
     disable(std::string("capture failed: ") + (error ? error->what_without_backtrace() : e.what()));
@@ -378,9 +378,9 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
   run->donated = state.donated;
   run->donated_data = state.donated_data;
   metrics::cuda_graphs_captured.add();
-  if (run->gpu) {  // under emulation the capture ran
+  if (!run->graph->ranWhileCapturing()) {
     try {
-      run->gpu->replay();
+      run->graph->replay();
     } catch (const c10::Error& e) {  // the launch failed: nothing ran
       disable(e.what_without_backtrace());
       return reference;
@@ -446,8 +446,8 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
   for (const std::unique_ptr<CapturedLaunch>& launch : run.capture->launches()) {
     if (!launch->function || !refreshLaunchParams(plan.plan, graph, *launch)) continue;
     changed = true;
-    if (run.gpu && !run.gpu->updateLaunch(*launch)) {
-      disable("the CUDA driver cannot give captured kernels new parameters");
+    if (!run.graph->updateLaunch(*launch)) {
+      disable("the target cannot give captured kernels new parameters");
       return attempt;
     }
   }
@@ -456,21 +456,17 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
   if (verify) {
     run.verify_next = false;
     run.verify_changed = run.verify_changed && !changed;
-    reference = runPlan(plan.plan, graph, plan.launcher(), plan.batchLauncher(), nullptr);
+    reference = runPlan(plan.plan, graph, plan.kernels.get(), nullptr);
   }
   for (size_t k = 0; k < run.copied.size(); ++k) {
     run.statics[run.copied_into[k]].copy_(nodes[run.copied[k]]->data());
   }
-  if (run.gpu) {
-    try {
-      run.gpu->replay();
-    } catch (const c10::Error& e) {  // the launch failed: nothing ran
-      disable(e.what_without_backtrace());
-      if (verify) attempt.outputs = std::move(reference);
-      return attempt;
-    }
-  } else {
-    run.capture->replayEmulated();
+  try {
+    run.graph->replay();
+  } catch (const c10::Error& e) {  // the launch failed: nothing ran
+    disable(e.what_without_backtrace());
+    if (verify) attempt.outputs = std::move(reference);
+    return attempt;
   }
   donation.donated += run.donated;
   donation.donated_data += run.donated_data;

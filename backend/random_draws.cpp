@@ -15,7 +15,7 @@
 // give two nodes of a long run the same stream now and then); on another
 // device (CUDA's Philox generators, whose stream lives on the device), the node's seed mixes the
 // generator's seed with its offset, and the offset advances by 4, the step of a Philox offset.
-// Each run of the node starts from a copy of its generator (kernels/extern_runner.cpp), so a node
+// Each run of the node starts from a copy of its generator (kernels/plan_runner.cpp), so a node
 // run twice draws the same values both times. native_dropout takes no generator (its kernels
 // draw from the default one), so on lazy tensors it is recorded as what its CPU kernel computes:
 // a bernoulli(1 - p) mask of the input's dtype, drawn as above, the output (input * mask) *

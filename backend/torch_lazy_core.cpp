@@ -20,7 +20,7 @@
 #include "backend/api.h"
 #include "backend/device.h"
 #include "backend/graph_executor.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 #include "lazy_ir/check.h"
 
 #include <torch/csrc/lazy/backend/backend_interface.h>

@@ -6,7 +6,7 @@
 #include "backend/functionalize_kernels.h"
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 #include "backend/recorder.h"
 #include "lazy_ir/check.h"
 

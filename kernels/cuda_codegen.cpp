@@ -374,4 +374,17 @@ CudaSource renderCuda(const std::vector<const Kernel*>& kernels,
   return result;
 }
 
+CudaPlanKernels cudaPlanKernels(const ExecutionPlan& plan) {
+  CudaPlanKernels inputs;
+  for (const FusedKernel& k : plan.kernels) inputs.kernels.push_back(&k.kernel);
+  for (const KernelBatch& batch : plan.batches) {
+    inputs.batches.emplace_back();
+    for (int32_t k : batch.kernels) {
+      inputs.batches.back().push_back(inputs.kernels.at(k));
+      inputs.kernels.at(k) = nullptr;
+    }
+  }
+  return inputs;
+}
+
 }  // namespace lazyfuse

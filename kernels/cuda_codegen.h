@@ -3,6 +3,7 @@
 // The GPU target: kernel IR rendered as CUDA C++ with no includes, compiled by NVRTC.
 // See Note [Kernel IR] in lowering/kernel_ir.h and Note [CUDA kernel structure].
 
+#include "lowering/execution_plan.h"
 #include "lowering/kernel_ir.h"
 
 #include <cstdint>
@@ -75,5 +76,13 @@ struct CudaSource {
 CudaSource renderCuda(const std::vector<const Kernel*>& kernels,
                       const std::vector<std::vector<const Kernel*>>& batches = {},
                       size_t table_bytes = kCudaBatchTableBytes);
+
+/// What renderCuda takes for a plan: its kernels, null for the members of a batch, and its
+/// batches.
+struct CudaPlanKernels {
+  std::vector<const Kernel*> kernels;
+  std::vector<std::vector<const Kernel*>> batches;
+};
+CudaPlanKernels cudaPlanKernels(const ExecutionPlan& plan);
 
 }  // namespace lazyfuse

@@ -66,12 +66,12 @@ CapturedLaunch& PlanCapture::addLaunch() {
 }
 
 void PlanCapture::keep(const at::Tensor& tensor) {
-  if (!emulated_ || !tensor.defined() || !tensor.has_storage()) return;
+  if (!records_steps_ || !tensor.defined() || !tensor.has_storage()) return;
   if (external.count(tensor.storage().unsafeGetStorageImpl())) return;
   kept_.push_back(tensor);
 }
 
-void PlanCapture::replayEmulated() const {
+void PlanCapture::replaySteps() const {
   for (const std::function<void()>& step : steps_) step();
 }
 

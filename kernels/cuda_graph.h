@@ -5,7 +5,8 @@
 // report to the thread's PlanCapture what they launch. On a GPU the launches go into a CUDA graph
 // captured through the plugin liblazyfuse_cuda_graphs.so, the one part of lazyfuse that links
 // torch's CUDA libraries (torch's capture does the work: a private memory pool, generator
-// states). Under CUDA emulation the capture is a list of steps run again on replay.
+// states). A target without a device graph (CUDA emulation, test/targets/) makes a capture that
+// records steps: a list of closures run again on replay (Note [Targets]).
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -43,25 +44,27 @@ bool refreshLaunchParams(const ExecutionPlan& plan, const Graph& graph, Captured
 /// What a run reports while it is captured: see CaptureScope.
 class PlanCapture {
  public:
-  explicit PlanCapture(bool emulated) : emulated_(emulated) {}
-  bool emulated() const { return emulated_; }
+  /// `records_steps`: the run's work is kept as steps replay runs again (and the memory they
+  /// use is kept alive here), rather than captured by a device graph.
+  explicit PlanCapture(bool records_steps) : records_steps_(records_steps) {}
+  bool recordsSteps() const { return records_steps_; }
 
   /// A new launch record, which never moves: the runner prepares its arguments in place.
   CapturedLaunch& addLaunch();
   std::vector<std::unique_ptr<CapturedLaunch>>& launches() { return launches_; }
 
-  /// Emulation: appends a step that replay runs again, in the order of the run.
+  /// Recording steps: appends a step that replay runs again, in the order of the run.
   void addStep(std::function<void()> step) { steps_.push_back(std::move(step)); }
-  /// Emulation: keeps `tensor`'s memory for replay (a GPU keeps it in the graph's pool), unless
+  /// Recording steps: keeps `tensor`'s memory for replay (a GPU keeps it in the graph's pool), unless
   /// it is the memory of an input replay finds anew each run (`external`).
   void keep(const at::Tensor& tensor);
-  /// The storages replay takes from the run's inputs; emulation keeps none of them.
+  /// The storages replay takes from the run's inputs; a capture keeps none of them.
   std::unordered_set<const c10::StorageImpl*> external;
-  /// Emulation: runs the recorded steps again.
-  void replayEmulated() const;
+  /// Recording steps: runs the recorded steps again.
+  void replaySteps() const;
 
  private:
-  bool emulated_;
+  bool records_steps_;
   std::vector<std::unique_ptr<CapturedLaunch>> launches_;
   std::vector<std::function<void()>> steps_;
   std::vector<at::Tensor> kept_;

@@ -15,7 +15,7 @@ namespace lazyfuse {
 // its C signal handler and raising KeyboardInterrupt when its main thread next runs Python code,
 // which a sync (called with the GIL released, from an op) does not do until it returns. So a
 // sync polls: while it compiles (cpu_compiler.cpp waits for the compiler 50 ms at a time) and
-// between the steps of a plan (extern_runner.cpp), pollInterrupt() asks whether the user wants
+// between the steps of a plan (plan_runner.cpp), pollInterrupt() asks whether the user wants
 // to stop, at most every 100 ms, and only once the sync has run for 100 ms, so that the short
 // syncs of a training loop never ask (asking takes the GIL, which another Python thread may
 // hold for up to its switch interval). A single kernel or ATen call is not cut short, and a

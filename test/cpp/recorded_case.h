@@ -3,7 +3,7 @@
 // Graphs recorded through the dispatcher on the lazy device, with their eager CPU results and
 // fused plans, and what tests ask of those plans. Shared by the partitioner's tests.
 #include "backend/lazy_tensor.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 #include "lowering/pipeline.h"
 
 #include <ATen/core/Tensor.h>

@@ -1,6 +1,6 @@
 // The lazy device end to end through the dispatcher, from C++ (no Python meta kernels here).
 #include "backend/graph_executor.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 
 
 #include <ATen/TensorOperators.h>

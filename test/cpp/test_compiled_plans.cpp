@@ -5,7 +5,7 @@
 #include "kernels/cpu_compiler.h"
 #include "kernels/cpu_row_groups.h"
 #include "kernels/detail/cpu_dialect.h"
-#include "kernels/extern_runner.h"
+#include "kernels/plan_runner.h"
 #include "lowering/print_plan.h"
 #include "test/cpp/golden.h"
 #include "test/cpp/partition_graphs.h"

@@ -1,5 +1,5 @@
 // IR construction, hashing, printing and lowering. See Note [What a graph hash covers].
-#include "kernels/extern_runner.h"
+#include "kernels/plan_runner.h"
 #include "lazy_ir/graph.h"
 #include "lowering/pipeline.h"
 

@@ -4,7 +4,7 @@
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_compiler.h"
 #include "kernels/cpu_row_groups.h"
-#include "kernels/extern_runner.h"
+#include "kernels/plan_runner.h"
 #include "lowering/passes.h"
 #include "lowering/print_plan.h"
 #include "test/cpp/partition_graphs.h"

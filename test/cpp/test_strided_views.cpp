@@ -1,7 +1,7 @@
 // Values that are strided views of another value's buffer (Note [Strided views of buffers]):
 // which values the partitioner takes as kStridedView steps instead of writing them, and the
 // strides and offsets it gives them.
-#include "kernels/extern_runner.h"
+#include "kernels/plan_runner.h"
 #include "lowering/print_plan.h"
 #include "test/cpp/recorded_case.h"
 

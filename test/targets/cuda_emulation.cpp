@@ -1,4 +1,4 @@
-#include "kernels/cuda_emulation.h"
+#include "test/targets/cuda_emulation.h"
 
 #include "kernels/cuda_graph.h"
 #include "kernels/cuda_runner.h"

@@ -1,10 +1,13 @@
 #pragma once
 
-// Runs an ExecutionPlan on the hardware device. Extern steps call the node's ATen kernel through
-// the dispatcher with real tensors, so they run wherever those tensors live (CPU or CUDA).
+// Runs an ExecutionPlan on the hardware device, step by step: fused kernels and kernel batches
+// through the target's compiled kernels (Note [Targets]), extern steps by calling the node's
+// ATen kernel through the dispatcher with real tensors (so they run wherever those tensors live,
+// CPU or CUDA), and strided views.
 
 #include "kernels/cpu_compiler.h"
 #include "kernels/fused_runner.h"
+#include "kernels/target.h"
 #include "lowering/execution_plan.h"
 
 #include <ATen/core/Tensor.h>
@@ -23,17 +26,22 @@ namespace lazyfuse {
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const std::vector<CpuKernelFn>& kernels = {});
 
-/// Runs fused kernel `index` of a plan (compiled for some target) over the plan's values.
-using KernelLauncher = std::function<void(size_t index, const Graph& graph, PlanValues& values)>;
+/// runPlan with the fused kernel steps and kernel batches run by `kernels` (which may be null
+/// for a plan without fused kernels); a batch the target cannot launch as one runs member by
+/// member. With `donation`, kernel outputs may be written into the memory of inputs it frees
+/// (Note [Donated buffers]), and it counts them. With `data`, the tensors defined in it (by node
+/// position) replace the buffers of those device data.
+std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
+                                const CompiledKernels* kernels, DonationState* donation = nullptr,
+                                const std::vector<at::Tensor>* data = nullptr);
 
+/// Runs fused kernel `index` of a plan.
+using KernelLauncher = std::function<void(size_t index, const Graph& graph, PlanValues& values)>;
 /// Runs kernel batch `index` of a plan as one launch (see Note [Kernel batches]).
 using BatchLauncher = std::function<void(size_t index, const Graph& graph, PlanValues& values)>;
 
-/// runPlan with the fused kernel steps run by `launch` (which may be empty for a plan without
-/// fused kernels) and the kernel batches by `launch_batch`, or member by member by `launch`
-/// when `launch_batch` is empty. With `donation`, kernel outputs may be written into the memory
-/// of inputs it frees (Note [Donated buffers]), and it counts them. With `data`, the tensors
-/// defined in it (by node position) replace the buffers of those device data.
+/// runPlan with the fused kernel steps run by `launch` and the batches by `launch_batch` (or
+/// member by member when it is empty): for callers that bring their own functions.
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const KernelLauncher& launch,
                                 const BatchLauncher& launch_batch = {},

@@ -1,4 +1,4 @@
-#include "kernels/extern_runner.h"
+#include "kernels/plan_runner.h"
 
 #include "kernels/cuda_graph.h"
 #include "kernels/fused_runner.h"
@@ -86,8 +86,8 @@ class StepRunner {
     }
     if (refusesCpuScalars(attrs.op)) moveCpuScalars(stack);
     PlanCapture* capture = currentCapture();
-    if (capture && capture->emulated()) {
-      recordEmulated(*capture, position, attrs, std::move(stack));
+    if (capture && capture->recordsSteps()) {
+      recordStep(*capture, position, attrs, std::move(stack));
       return;
     }
     attrs.op.callBoxed(stack);
@@ -105,10 +105,10 @@ class StepRunner {
     return written_.back();
   }
 
-  /// Runs the extern step at `position` and records it for replay under CUDA emulation: the
+  /// Runs the extern step at `position` and records it for a capture that records steps: the
   /// same call again over the same memory, its results copied into the outputs this run made.
-  void recordEmulated(PlanCapture& capture, uint32_t position, const AtenCallAttrs& attrs,
-                      torch::jit::Stack stack) {
+  void recordStep(PlanCapture& capture, uint32_t position, const AtenCallAttrs& attrs,
+                  torch::jit::Stack stack) {
     torch::jit::Stack recorded;
     for (size_t i = 0; i < stack.size(); ++i) {
       const c10::IValue& value = stack[i];
@@ -279,11 +279,44 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
   });
 }
 
+namespace {
+
+/// Kernels whose launches are functions.
+class LaunchedKernels final : public CompiledKernels {
+ public:
+  LaunchedKernels(const KernelLauncher& launch, const BatchLauncher& launch_batch)
+      : launch_(launch), launch_batch_(launch_batch) {}
+  void launch(const ExecutionPlan&, size_t index, const Graph& graph,
+              PlanValues& values) const override {
+    launch_(index, graph, values);
+  }
+  bool launchBatch(const ExecutionPlan&, size_t index, const Graph& graph,
+                   PlanValues& values) const override {
+    if (!launch_batch_) return false;
+    launch_batch_(index, graph, values);
+    return true;
+  }
+
+ private:
+  const KernelLauncher& launch_;
+  const BatchLauncher& launch_batch_;
+};
+
+}  // namespace
+
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const KernelLauncher& launch, const BatchLauncher& launch_batch,
                                 DonationState* donation, const std::vector<at::Tensor>* data) {
+  if (!launch) return runPlan(plan, graph, nullptr, donation, data);
+  const LaunchedKernels kernels(launch, launch_batch);
+  return runPlan(plan, graph, &kernels, donation, data);
+}
+
+std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
+                                const CompiledKernels* kernels, DonationState* donation,
+                                const std::vector<at::Tensor>* data) {
   LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
-  LF_INTERNAL_ASSERT(plan.kernels.empty() || launch, "plan run without its kernels");
+  LF_INTERNAL_ASSERT(plan.kernels.empty() || kernels, "plan run without its kernels");
   // Real tensors need no autograd here: lazy autograd already recorded the backward ops.
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   PlanValues values;
@@ -295,7 +328,7 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
     values.nodes[position] = {replaced ? data->at(position) : graph.nodes()[position]->data()};
   }
   PlanCapture* capture = currentCapture();
-  if (capture && !capture->emulated()) capture = nullptr;  // a GPU keeps memory in its pool
+  if (capture && !capture->recordsSteps()) capture = nullptr;  // a GPU keeps memory in its pool
   StepRunner runner(graph, values.nodes);
   std::vector<int64_t> step_ns(plan.steps.size(), 0);
   for (size_t s = 0; s < plan.steps.size(); ++s) {
@@ -306,12 +339,12 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
     // See Note [Plan steps in the profiler].
     RECORD_USER_SCOPE(plan.step_labels ? plan.step_labels->at(s) : std::string("lazyfuse::step"));
     if (step.kind == StepKind::kFusedKernel) {
-      launch(static_cast<size_t>(step.kernel), graph, values);
-    } else if (step.kind == StepKind::kKernelBatch && launch_batch) {
-      launch_batch(static_cast<size_t>(step.batch), graph, values);
+      kernels->launch(plan, static_cast<size_t>(step.kernel), graph, values);
     } else if (step.kind == StepKind::kKernelBatch) {
-      for (int32_t k : plan.batches.at(step.batch).kernels) {
-        launch(static_cast<size_t>(k), graph, values);
+      if (!kernels->launchBatch(plan, static_cast<size_t>(step.batch), graph, values)) {
+        for (int32_t k : plan.batches.at(step.batch).kernels) {
+          kernels->launch(plan, static_cast<size_t>(k), graph, values);
+        }
       }
     } else if (step.kind == StepKind::kStridedView) {
       takeView(plan.views.at(step.view), graph, values.nodes);

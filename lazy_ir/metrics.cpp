@@ -1,4 +1,4 @@
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 
 #include <algorithm>
 #include <deque>
