@@ -2,6 +2,7 @@
 
 #include "backend/aux_outputs.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -191,6 +192,10 @@ std::string implName(const c10::OperatorName& name) {
   std::string qualified = name.name.substr(name.name.find("::") + 2);
   if (!name.overload_name.empty()) qualified += "." + name.overload_name;
   return qualified;
+}
+
+bool writesAnArgument(const OpTraits& traits) {
+  return std::any_of(traits.written.begin(), traits.written.end(), [](uint8_t w) { return w; });
 }
 
 void markEager(const c10::OperatorHandle& op) {

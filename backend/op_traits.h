@@ -6,6 +6,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,8 +30,9 @@ struct OpTraits {
   std::string counter_name;  // "aten::add", the eager-fallback counter
   HashValue name_hash = 0;
   /// Runs eagerly on the hardware device: data-dependent output shapes, non-tensor results, or
-  /// no meta kernel. See Note [Data-dependent ops].
-  bool eager = false;
+  /// no meta kernel. See Note [Data-dependent ops]. Atomic: markEager sets it while other threads
+  /// record the op (every other field is fixed once computed).
+  std::atomic<bool> eager{false};
   /// The meta kernel refuses a 0-dim CPU tensor next to Meta tensors (masked_fill's checks the
   /// value's device), so Meta inference gets a Meta copy of such a parameter.
   bool meta_scalars_on_meta = false;
@@ -65,6 +67,8 @@ struct OpTraits {
 const OpTraits& traitsOf(const c10::OperatorHandle& op);
 /// The name torch::Library::impl takes for an aten op: "add.Tensor" for aten::add.Tensor.
 std::string implName(const c10::OperatorName& name);
+/// True when the op writes one of its arguments (an in-place or out= op).
+bool writesAnArgument(const OpTraits& traits);
 /// Marks an operator as run eagerly from now on (its meta kernel turned out to be missing).
 void markEager(const c10::OperatorHandle& op);
 

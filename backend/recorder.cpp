@@ -4,7 +4,7 @@
 #include "backend/device.h"
 #include "backend/lax_meta.h"
 #include "backend/lazy_tensor.h"
-#include "backend/metrics.h"
+#include "lazy_ir/metrics.h"
 #include "backend/op_traits.h"
 #include "backend/random_draws.h"
 #include "backend/write_checks.h"
@@ -338,10 +338,6 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, attrs);
   return attrs;
-}
-
-bool writesAnArgument(const OpTraits& traits) {
-  return std::any_of(traits.written.begin(), traits.written.end(), [](uint8_t w) { return w; });
 }
 
 bool hasBooleanIndex(const OpTraits& traits, const torch::jit::Stack& args) {

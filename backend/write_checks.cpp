@@ -442,13 +442,6 @@ void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   functionalize.callBoxed(op, keys, stack);
 }
 
-bool writesAnArgument(const OpTraits& traits) {
-  for (uint8_t written : traits.written) {
-    if (written) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::optional<PendingWrite> takePendingWrite(const OpTraits& traits) {
