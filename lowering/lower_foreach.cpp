@@ -1,10 +1,12 @@
 // Lowerings of `_foreach_*` ops: each element of the tensor lists is the pointwise op the
-// foreach op applies, lowered by lowerPointwise, so the partitioner can fuse a whole optimizer
-// step per parameter (Note [Foreach lowering]).
+// foreach op applies, lowered by that op's lowering, so the partitioner can fuse a whole
+// optimizer step per parameter (Note [Foreach lowering]).
 
+#include "lazy_ir/check.h"
 #include "lowering/lower_ops.h"
 
-#include <map>
+#include <ATen/core/dispatch/Dispatcher.h>
+
 #include <utility>
 
 namespace lazyfuse {
@@ -12,55 +14,77 @@ namespace {
 
 // Note [Foreach lowering]
 // A `_foreach_<op>.<overload>` node of N tensors becomes N pointwise loop nodes, element i
-// computed by the lowering of `<op>` on element i of every tensor list argument and of every
-// Scalar[] argument (CallArgs' element mode); a single tensor or Scalar argument is shared by all
-// elements. Only the overloads whose arguments line up with a pointwise op's are lowered; a
-// trailing argument the foreach schema lacks (add.Scalar's alpha) is supplied as a constant. The
-// `.Tensor` overloads (a tensor of per-element scalars) stay ATen calls.
-struct ElementOp {
-  std::string overload;            // of the pointwise op
-  std::vector<c10::IValue> extra;  // its arguments past the foreach op's own
+// computed by the lowering of the pointwise op the foreach overload applies (its element op) on
+// element i of every tensor list argument and of every Scalar[] argument (CallArgs' element
+// mode); a single tensor or Scalar argument is shared by all elements. Only the overloads whose
+// arguments line up with their element op's, position by position, are registered (the table
+// below); a trailing argument the foreach schema lacks (add.Scalar's alpha) is supplied as a
+// constant. The lowering reads the arguments by the element op's names (Note [Arguments by
+// name]): `_foreach_add.Scalar`'s `scalar` is add.Scalar's `other`. The `.Tensor` overloads (a
+// tensor of per-element scalars) stay ATen calls.
+
+/// The element op of a foreach overload, and whether it takes add/sub's alpha as an extra.
+struct ForeachOp {
+  const char* foreach;
+  const char* element;
+  bool alpha = false;
 };
 
-/// The pointwise op element i of `_foreach_<op>.<overload>` is, or nullopt.
-std::optional<ElementOp> elementOp(const std::string& op, const std::string& overload) {
-  const bool add_sub = op == "add" || op == "sub";
-  if (overload.empty()) return ElementOp{"", {}};
-  if (overload == "List") {
-    if (add_sub || op == "mul" || op == "div") return ElementOp{"Tensor", {}};
-    if (op == "pow") return ElementOp{"Tensor_Tensor", {}};
-    return ElementOp{"", {}};  // maximum, minimum, clamp_min, clamp_max, copysign, ...
+/// The lowering of `_foreach_*` node `call` as `element`, with `extra` arguments.
+bool lowerForeach(LoweringCall& call, const std::string& element,
+                  const std::vector<c10::IValue>& extra) {
+  const Lowering* lowering = loweringRegistry().find(element);
+  const OpName n = splitOpName(element);
+  auto op = c10::Dispatcher::singleton().findSchema({"aten::" + n.op, n.overload});
+  LF_INTERNAL_ASSERT(lowering && op, call.attrs().name, ": no lowering of its element op ",
+                     element);
+  const size_t count = call.attrs().outputs.size();
+  std::vector<LoopId> outputs;
+  for (size_t i = 0; i < count; ++i) {
+    LoweringCall each = call.element(static_cast<int32_t>(i), extra, op->schema());
+    if (!lowering->fn(each) || each.outputs.size() != 1) return false;
+    outputs.push_back(each.outputs[0]);
   }
-  if (overload == "Scalar" || overload == "ScalarList") {
-    if (add_sub) return ElementOp{"Scalar", {c10::IValue(c10::Scalar(int64_t{1}))}};
-    if (op == "mul" || op == "div" || op == "lerp") return ElementOp{"Scalar", {}};
-    if (op == "pow") return ElementOp{"Tensor_Scalar", {}};
-    if (op == "addcmul" || op == "addcdiv" || op == "clamp_min" || op == "clamp_max") {
-      return ElementOp{"", {}};
-    }
-  }
-  return std::nullopt;
+  call.outputs = std::move(outputs);
+  return count > 0;
 }
 
 }  // namespace
 
-bool lowerForeach(LoweringCall& call, const std::string& op, const std::string& overload) {
-  static const std::string kPrefix = "_foreach_";
-  if (op.rfind(kPrefix, 0) != 0) return false;
-  const std::string base = op.substr(kPrefix.size());
-  std::optional<ElementOp> element_op = elementOp(base, overload);
-  if (!element_op) return false;
-  const size_t n = call.attrs().outputs.size();
-  std::vector<LoopId> outputs;
-  for (size_t i = 0; i < n; ++i) {
-    LoweringCall element = call.element(static_cast<int32_t>(i), element_op->extra);
-    if (!lowerPointwise(element, base, element_op->overload) || element.outputs.size() != 1) {
-      return false;
-    }
-    outputs.push_back(element.outputs[0]);
-  }
-  call.outputs = std::move(outputs);
-  return n > 0;
+void registerForeachLowerings(LoweringRegistry& r) {
+  // The overloads of the binary, pointwise and clamp foreach ops, and their element ops.
+  static const ForeachOp kBinary[] = {
+      {"add.List", "add.Tensor"}, {"add.Scalar", "add.Scalar", true},
+      {"add.ScalarList", "add.Scalar", true},
+      {"sub.List", "sub.Tensor"}, {"sub.Scalar", "sub.Scalar", true},
+      {"sub.ScalarList", "sub.Scalar", true},
+      {"mul.List", "mul.Tensor"}, {"mul.Scalar", "mul.Scalar"}, {"mul.ScalarList", "mul.Scalar"},
+      {"div.List", "div.Tensor"}, {"div.Scalar", "div.Scalar"}, {"div.ScalarList", "div.Scalar"},
+      {"pow.List", "pow.Tensor_Tensor"}, {"pow.Scalar", "pow.Tensor_Scalar"},
+      {"pow.ScalarList", "pow.Tensor_Scalar"},
+      {"lerp.Scalar", "lerp.Scalar"}, {"lerp.ScalarList", "lerp.Scalar"},
+      {"addcmul.Scalar", "addcmul"}, {"addcmul.ScalarList", "addcmul"},
+      {"addcdiv.Scalar", "addcdiv"}, {"addcdiv.ScalarList", "addcdiv"},
+      {"clamp_min.List", "clamp_min"}, {"clamp_min.Scalar", "clamp_min"},
+      {"clamp_min.ScalarList", "clamp_min"},
+      {"clamp_max.List", "clamp_max"}, {"clamp_max.Scalar", "clamp_max"},
+      {"clamp_max.ScalarList", "clamp_max"},
+      {"maximum.List", "maximum"}, {"minimum.List", "minimum"}};
+  // The unary foreach ops (one overload each), whose element op is the op of the same name.
+  static const char* const kUnary[] = {
+      "abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1",
+      "floor", "lgamma", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round", "rsqrt",
+      "sigmoid", "sign", "sin", "sinh", "sqrt", "tan", "tanh", "trunc"};
+  auto add = [&r](const std::string& foreach, const std::string& element, bool alpha) {
+    std::vector<c10::IValue> extra;
+    if (alpha) extra.emplace_back(c10::Scalar(int64_t{1}));
+    r.add(OpClass::kPointwise, "aten::_foreach_" + foreach,
+          [element = "aten::" + element, extra](LoweringCall& call) {
+            return lowerForeach(call, element, extra);
+          });
+  };
+  for (const ForeachOp& op : kBinary) add(op.foreach, op.element, op.alpha);
+  for (const char* op : kUnary) add(std::string(op) + ".default", op, false);
 }
 
 }  // namespace lazyfuse

@@ -43,11 +43,13 @@ LoopId castTo(LoweringCall& call, LoopId id, ScalarType dtype) {
   return call.combine({id}, call.loop(id).sizes, dtype, [](KernelBuilder&, const std::vector<V>& v) { return v[0]; });
 }
 
+/// native_layer_norm(input, normalized_shape, weight, bias, eps): out, mean, rstd.
 bool lowerLayerNorm(LoweringCall& call) {
-  const LoopId x = *call.tensor(0);
+  if (call.out(1).numel() == 0) return false;
+  const LoopId x = *call.tensor("input");
   const std::vector<int64_t> sizes = call.loop(x).sizes;
-  const NormDims dims = normDims(sizes, call.constant(1).toIntVector().size());
-  const double eps = call.constant(4).toDouble();
+  const NormDims dims = normDims(sizes, call.constant("normalized_shape").toIntVector().size());
+  const double eps = call.constant("eps").toDouble();
   const ScalarType t = computeType(call.out(0).dtype);
   LoopId mean = call.reduce(x, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(), divideBy(dims.count));
   LoopId sq = call.combine({x, mean}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
@@ -59,7 +61,7 @@ bool lowerLayerNorm(LoweringCall& call) {
     return o.unary("rsqrt", o.binary("add", v[0], o.constant(eps, kAcc)));
   });
   std::vector<LoopId> in = {x, mean, rstd};
-  const auto weight = call.tensor(2), bias = call.tensor(3);
+  const auto weight = call.tensor("weight"), bias = call.tensor("bias");
   if (weight) in.push_back(*weight);
   if (bias) in.push_back(*bias);
   const bool has_w = weight.has_value(), has_b = bias.has_value();
@@ -74,11 +76,13 @@ bool lowerLayerNorm(LoweringCall& call) {
   return true;
 }
 
+/// native_layer_norm_backward: the gradients of input, weight and bias that output_mask asks for.
 bool lowerLayerNormBackward(LoweringCall& call) {
-  const LoopId dy = *call.tensor(0), x = *call.tensor(1), mean = *call.tensor(3), rstd = *call.tensor(4);
-  const auto weight = call.tensor(5);
+  const LoopId dy = *call.tensor("grad_out"), x = *call.tensor("input");
+  const LoopId mean = *call.tensor("mean"), rstd = *call.tensor("rstd");
+  const auto weight = call.tensor("weight");
   const std::vector<int64_t> sizes = call.loop(x).sizes;
-  const NormDims dims = normDims(sizes, call.constant(2).toIntVector().size());
+  const NormDims dims = normDims(sizes, call.constant("normalized_shape").toIntVector().size());
   // Per element in the input's compute type (float for float, half and bfloat16), as eager's
   // kernel computes; the sums accumulate in double.
   const ScalarType t = computeType(call.loop(x).dtype);
@@ -117,10 +121,9 @@ bool lowerLayerNormBackward(LoweringCall& call) {
 
 }  // namespace
 
-bool lowerNormalization(LoweringCall& call, const std::string& op) {
-  if (op == "native_layer_norm" && call.out(1).numel() > 0) return lowerLayerNorm(call);
-  if (op == "native_layer_norm_backward") return lowerLayerNormBackward(call);
-  return false;
+void registerNormalizationLowerings(LoweringRegistry& r) {
+  r.add(OpClass::kReduction, {"aten::native_layer_norm"}, lowerLayerNorm);
+  r.add(OpClass::kReduction, {"aten::native_layer_norm_backward"}, lowerLayerNormBackward);
 }
 
 }  // namespace lazyfuse

@@ -13,14 +13,16 @@ namespace {
 using c10::ScalarType;
 using V = KValue;
 
-const LoopNode& input(LoweringCall& call) { return call.loop(*call.tensor(0)); }
+LoopId self(LoweringCall& call) { return *call.tensor("self"); }
+const LoopNode& input(LoweringCall& call) { return call.loop(self(call)); }
 
-/// The reduced dimensions named by constant argument `arg` (None or [] means all), sorted.
-std::vector<int64_t> reducedDims(LoweringCall& call, std::optional<size_t> arg) {
+/// The reduced dimensions of `self` named by the constant argument `dim` (None or [] means all),
+/// sorted; all of them when `over_dims` is false (an op without `dim`).
+std::vector<int64_t> reducedDims(LoweringCall& call, bool over_dims = true) {
   const int64_t rank = input(call).sizes.size();
   std::vector<int64_t> dims;
-  if (arg && !call.isNone(*arg)) {
-    const c10::IValue& v = call.constant(*arg);
+  if (over_dims && !call.isNone("dim")) {
+    const c10::IValue& v = call.constant("dim");
     dims = v.isInt() ? std::vector<int64_t>{v.toInt()} : v.toIntVector();
   }
   if (dims.empty()) {
@@ -158,12 +160,12 @@ LoopId reduceMaybeSplit(LoweringCall& call, LoopId input, const std::vector<int6
 
 namespace {
 
-bool lowerSumLike(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim_arg,
-                  std::optional<size_t> keep_arg, bool mean) {
+/// sum, mean and prod over `dim` (and `keepdim`), or over everything when `over_dims` is false.
+bool lowerSumLike(LoweringCall& call, ReduceKind kind, bool over_dims, bool mean) {
   const ScalarType out = call.out().dtype;
   const ScalarType acc = accumulator(out);
-  std::vector<int64_t> dims = reducedDims(call, dim_arg);
-  const bool keepdim = keep_arg && call.constant(*keep_arg).toBool();
+  std::vector<int64_t> dims = reducedDims(call, over_dims);
+  const bool keepdim = over_dims && call.constant("keepdim").toBool();
   const double count = static_cast<double>(reducedCount(input(call).sizes, dims));
   ReduceFn pre = [acc](LoopContext& c, V v) { return castIn(c, v, acc); };
   ReduceFn post = nullptr;
@@ -173,26 +175,25 @@ bool lowerSumLike(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim
       return c.ops().binary("div_by_scalar", s, c.ops().constant(count, c.ops().dtypeOf(s)));
     };
   }
-  call.outputs = {
-      reduceMaybeSplit(call, *call.tensor(0), dims, keepdim, kind, acc, out, pre, post)};
+  call.outputs = {reduceMaybeSplit(call, self(call), dims, keepdim, kind, acc, out, pre, post)};
   return true;
 }
 
-bool lowerMinMax(LoweringCall& call, ReduceKind kind, std::optional<size_t> dim_arg,
-                 std::optional<size_t> keep_arg) {
-  std::vector<int64_t> dims = reducedDims(call, dim_arg);
-  const bool keepdim = keep_arg && call.constant(*keep_arg).toBool();
+/// amax and amin over `dim`.
+bool lowerMinMax(LoweringCall& call, ReduceKind kind) {
+  std::vector<int64_t> dims = reducedDims(call);
+  const bool keepdim = call.constant("keepdim").toBool();
   const ScalarType t = computeType(input(call).dtype);
-  call.outputs = {reduceMaybeSplit(call, *call.tensor(0), dims, keepdim, kind, t, call.out().dtype,
+  call.outputs = {reduceMaybeSplit(call, self(call), dims, keepdim, kind, t, call.out().dtype,
                                    nullptr, nullptr)};
   return true;
 }
 
 /// var/std (correction form), two-pass: the mean first, then the sum of squared deviations.
 bool lowerVariance(LoweringCall& call, bool is_std) {
-  const LoopId x = *call.tensor(0);
-  std::vector<int64_t> dims = reducedDims(call, 1);
-  const bool keepdim = call.constant(3).toBool();
+  const LoopId x = self(call);
+  std::vector<int64_t> dims = reducedDims(call);
+  const bool keepdim = call.constant("keepdim").toBool();
   const double n = static_cast<double>(reducedCount(input(call).sizes, dims));
   const ScalarType acc = ScalarType::Double;
   LoopId mean = reduceMaybeSplit(call, x, dims, /*keepdim=*/true, ReduceKind::kSum, acc, acc,
@@ -203,10 +204,11 @@ bool lowerVariance(LoweringCall& call, bool is_std) {
     V d = o.binary("sub", o.cast(v[0], acc), v[1]);
     return o.binary("mul", d, d);
   });
-  const bool default_correction = call.isNone(2);
+  const ArgIndex correction = call.index("correction");
+  const bool default_correction = call.isNone("correction");
   ReduceFn post = [=, args = call.args()](LoopContext& c, V s) {
     KernelBuilder& o = c.ops();
-    V corr = default_correction ? o.constant(1, acc) : args->scalar(c, 2, acc);
+    V corr = default_correction ? o.constant(1, acc) : args->scalar(c, correction, acc);
     V denom = o.binary("maximum", o.binary("sub", o.constant(n, acc), corr), o.constant(0, acc));
     V var = o.binary("div", s, denom);
     return is_std ? o.unary("sqrt", var) : var;
@@ -217,18 +219,18 @@ bool lowerVariance(LoweringCall& call, bool is_std) {
 }
 
 bool lowerArg(LoweringCall& call, ReduceKind kind) {
-  std::vector<int64_t> dims = reducedDims(call, 1);
-  const bool keepdim = call.constant(2).toBool();
+  std::vector<int64_t> dims = reducedDims(call);
+  const bool keepdim = call.constant("keepdim").toBool();
   const ScalarType t = computeType(input(call).dtype);
-  call.outputs = {call.reduce(*call.tensor(0), dims, keepdim, kind, t, call.out().dtype)};
+  call.outputs = {call.reduce(self(call), dims, keepdim, kind, t, call.out().dtype)};
   return true;
 }
 
 /// softmax and log_softmax over `dim`: max, then the sum of exp(x - max), then the output.
 bool lowerSoftmax(LoweringCall& call, bool log) {
-  const LoopId x = *call.tensor(0);
+  const LoopId x = self(call);
   const std::vector<int64_t> sizes = input(call).sizes;
-  std::vector<int64_t> dims = reducedDims(call, 1);
+  std::vector<int64_t> dims = reducedDims(call);
   const ScalarType t = computeType(call.out().dtype);
   LoopId max = call.reduce(x, dims, true, ReduceKind::kMax, t, t,
                            [t](LoopContext& c, V v) { return castIn(c, v, t); });
@@ -247,10 +249,10 @@ bool lowerSoftmax(LoweringCall& call, bool log) {
 
 /// softmax backward: y * (g - sum(g * y)); log_softmax backward: g - exp(y) * sum(g).
 bool lowerSoftmaxBackward(LoweringCall& call, bool log) {
-  const LoopId g = *call.tensor(0), y = *call.tensor(1);
+  const LoopId g = *call.tensor("grad_output"), y = *call.tensor("output");
   const std::vector<int64_t> sizes = call.loop(g).sizes;
   const int64_t rank = sizes.size();
-  std::vector<int64_t> dims = {rank == 0 ? 0 : wrapDim(call.constant(2).toInt(), rank)};
+  std::vector<int64_t> dims = {rank == 0 ? 0 : wrapDim(call.constant("dim").toInt(), rank)};
   if (rank == 0) dims.clear();
   const ScalarType t = computeType(call.out().dtype);
   LoopId prod = log ? g : call.combine({g, y}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
@@ -268,23 +270,35 @@ bool lowerSoftmaxBackward(LoweringCall& call, bool log) {
 
 }  // namespace
 
-bool lowerReduction(LoweringCall& call, const std::string& op, const std::string& overload) {
-  if (op == "sum" && overload == "dim_IntList") return lowerSumLike(call, ReduceKind::kSum, 1, 2, false);
-  if (op == "sum" && overload.empty()) return lowerSumLike(call, ReduceKind::kSum, std::nullopt, std::nullopt, false);
-  if (op == "mean" && overload == "dim") return lowerSumLike(call, ReduceKind::kSum, 1, 2, true);
-  if (op == "mean" && overload.empty()) return lowerSumLike(call, ReduceKind::kSum, std::nullopt, std::nullopt, true);
-  if (op == "prod" && overload == "dim_int") return lowerSumLike(call, ReduceKind::kProd, 1, 2, false);
-  if (op == "prod" && overload.empty()) return lowerSumLike(call, ReduceKind::kProd, std::nullopt, std::nullopt, false);
-  if (op == "amax") return lowerMinMax(call, ReduceKind::kMax, 1, 2);
-  if (op == "amin") return lowerMinMax(call, ReduceKind::kMin, 1, 2);
-  if ((op == "var" || op == "std") && overload == "correction") return lowerVariance(call, op == "std");
-  if (op == "argmax") return lowerArg(call, ReduceKind::kArgMax);
-  if (op == "argmin") return lowerArg(call, ReduceKind::kArgMin);
-  if (op == "_softmax") return lowerSoftmax(call, false);
-  if (op == "_log_softmax") return lowerSoftmax(call, true);
-  if (op == "_softmax_backward_data") return lowerSoftmaxBackward(call, false);
-  if (op == "_log_softmax_backward_data") return lowerSoftmaxBackward(call, true);
-  return lowerNormalization(call, op);
+void registerReductionLowerings(LoweringRegistry& r) {
+  constexpr OpClass kReduction = OpClass::kReduction;
+  auto sumLike = [](ReduceKind kind, bool over_dims, bool mean) -> LoweringFn {
+    return [=](LoweringCall& call) { return lowerSumLike(call, kind, over_dims, mean); };
+  };
+  r.add(kReduction, {"aten::sum.dim_IntList"}, sumLike(ReduceKind::kSum, true, false));
+  r.add(kReduction, {"aten::sum.default"}, sumLike(ReduceKind::kSum, false, false));
+  r.add(kReduction, {"aten::mean.dim"}, sumLike(ReduceKind::kSum, true, true));
+  r.add(kReduction, {"aten::mean.default"}, sumLike(ReduceKind::kSum, false, true));
+  r.add(kReduction, {"aten::prod.dim_int"}, sumLike(ReduceKind::kProd, true, false));
+  r.add(kReduction, {"aten::prod.default"}, sumLike(ReduceKind::kProd, false, false));
+  r.add(kReduction, {"aten::amax"},
+        [](LoweringCall& c) { return lowerMinMax(c, ReduceKind::kMax); });
+  r.add(kReduction, {"aten::amin"},
+        [](LoweringCall& c) { return lowerMinMax(c, ReduceKind::kMin); });
+  r.add(kReduction, {"aten::var.correction"},
+        [](LoweringCall& c) { return lowerVariance(c, false); });
+  r.add(kReduction, {"aten::std.correction"},
+        [](LoweringCall& c) { return lowerVariance(c, true); });
+  r.add(kReduction, {"aten::argmax"},
+        [](LoweringCall& c) { return lowerArg(c, ReduceKind::kArgMax); });
+  r.add(kReduction, {"aten::argmin"},
+        [](LoweringCall& c) { return lowerArg(c, ReduceKind::kArgMin); });
+  r.add(kReduction, {"aten::_softmax"}, [](LoweringCall& c) { return lowerSoftmax(c, false); });
+  r.add(kReduction, {"aten::_log_softmax"}, [](LoweringCall& c) { return lowerSoftmax(c, true); });
+  r.add(kReduction, {"aten::_softmax_backward_data"},
+        [](LoweringCall& c) { return lowerSoftmaxBackward(c, false); });
+  r.add(kReduction, {"aten::_log_softmax_backward_data"},
+        [](LoweringCall& c) { return lowerSoftmaxBackward(c, true); });
 }
 
 }  // namespace lazyfuse

@@ -1,4 +1,5 @@
-// Lowerings of views (*_copy), scatters and copies as index functions. See Note [Loop graph].
+// Lowerings of views (*_copy), scatters, copies and conversions as index functions. See Note
+// [Loop graph].
 
 #include "lowering/lower_ops.h"
 
@@ -10,7 +11,8 @@ namespace {
 using c10::ScalarType;
 using Index = std::vector<IxPtr>;
 
-const std::vector<int64_t>& inSizes(LoweringCall& call) { return call.loop(*call.tensor(0)).sizes; }
+LoopId self(LoweringCall& call) { return *call.tensor("self"); }
+const std::vector<int64_t>& inSizes(LoweringCall& call) { return call.loop(self(call)).sizes; }
 
 int64_t contiguousNumel(const std::vector<int64_t>& sizes, size_t from, size_t to) {
   int64_t n = 1;
@@ -51,16 +53,15 @@ Index reshapeIndex(const Index& out_index, const std::vector<int64_t>& out_sizes
 
 bool lowerReshape(LoweringCall& call) {
   std::vector<int64_t> in = inSizes(call), out = call.out().sizes;
-  call.outputs = {call.view(*call.tensor(0), out, [in, out](const Index& index) {
-    return reshapeIndex(index, out, in);
-  })};
+  call.outputs = {call.view(
+      self(call), out, [in, out](const Index& index) { return reshapeIndex(index, out, in); })};
   return true;
 }
 
 bool lowerPermute(LoweringCall& call, std::vector<int64_t> dims) {
   const int64_t rank = static_cast<int64_t>(inSizes(call).size());
   for (int64_t& d : dims) d = wrapDim(d, rank);
-  call.outputs = {call.view(*call.tensor(0), call.out().sizes, [dims](const Index& index) {
+  call.outputs = {call.view(self(call), call.out().sizes, [dims](const Index& index) {
     Index in(index.size());
     for (size_t d = 0; d < dims.size(); ++d) in[dims[d]] = index[d];
     return in;
@@ -77,9 +78,8 @@ std::vector<int64_t> swapDims(int64_t rank, int64_t a, int64_t b) {
 
 bool lowerExpand(LoweringCall& call) {
   std::vector<int64_t> in = inSizes(call);
-  call.outputs = {call.view(*call.tensor(0), call.out().sizes, [in](const Index& index) {
-    return broadcastIndex(index, in);
-  })};
+  call.outputs = {call.view(self(call), call.out().sizes,
+                            [in](const Index& index) { return broadcastIndex(index, in); })};
   return true;
 }
 
@@ -87,20 +87,20 @@ bool lowerExpand(LoweringCall& call) {
 struct SliceRange {
   int64_t start = 0, step = 1, length = 0;
 };
-SliceRange sliceRange(LoweringCall& call, int64_t size, size_t start_arg, int64_t length) {
+SliceRange sliceRange(LoweringCall& call, int64_t size, int64_t length) {
   SliceRange r;
-  r.step = call.constant(start_arg + 2).toInt();
+  r.step = call.constant("step").toInt();
   r.length = length;
-  if (!call.isNone(start_arg)) r.start = call.constant(start_arg).toInt();
+  if (!call.isNone("start")) r.start = call.constant("start").toInt();
   if (r.start < 0) r.start += size;
   r.start = std::clamp<int64_t>(r.start, 0, size);
   return r;
 }
 
 bool lowerSlice(LoweringCall& call) {
-  const int64_t dim = wrapDim(call.constant(1).toInt(), inSizes(call).size());
-  SliceRange r = sliceRange(call, inSizes(call)[dim], 2, call.out().sizes[dim]);
-  call.outputs = {call.view(*call.tensor(0), call.out().sizes, [dim, r](const Index& index) {
+  const int64_t dim = wrapDim(call.constant("dim").toInt(), inSizes(call).size());
+  SliceRange r = sliceRange(call, inSizes(call)[dim], call.out().sizes[dim]);
+  call.outputs = {call.view(self(call), call.out().sizes, [dim, r](const Index& index) {
     Index in = index;
     in[dim] = ixAdd(ixMul(index[dim], ixConst(r.step)), ixConst(r.start));
     return in;
@@ -114,11 +114,11 @@ bool lowerSlice(LoweringCall& call) {
 /// views too), not copied by an extern call.
 bool lowerSplit(LoweringCall& call, bool unbind) {
   const std::vector<int64_t> in = inSizes(call);
-  const int64_t dim = wrapDim(call.constant(unbind ? 1 : 2).toInt(), in.size());
+  const int64_t dim = wrapDim(call.constant("dim").toInt(), in.size());
   int64_t start = 0;
   for (size_t k = 0; k < call.attrs().outputs.size(); ++k) {
     const std::vector<int64_t>& sizes = call.out(k).sizes;
-    call.outputs.push_back(call.view(*call.tensor(0), sizes, [dim, start, unbind](const Index& index) {
+    call.outputs.push_back(call.view(self(call), sizes, [dim, start, unbind](const Index& index) {
       Index result = index;
       if (unbind) {
         result.insert(result.begin() + dim, ixConst(start));
@@ -134,10 +134,10 @@ bool lowerSplit(LoweringCall& call, bool unbind) {
 
 bool lowerSelect(LoweringCall& call) {
   const std::vector<int64_t> in = inSizes(call);
-  const int64_t dim = wrapDim(call.constant(1).toInt(), in.size());
-  int64_t pos = call.constant(2).toInt();
+  const int64_t dim = wrapDim(call.constant("dim").toInt(), in.size());
+  int64_t pos = call.constant("index").toInt();
   if (pos < 0) pos += in[dim];
-  call.outputs = {call.view(*call.tensor(0), call.out().sizes, [dim, pos](const Index& index) {
+  call.outputs = {call.view(self(call), call.out().sizes, [dim, pos](const Index& index) {
     Index result = index;
     result.insert(result.begin() + dim, ixConst(pos));
     return result;
@@ -148,9 +148,10 @@ bool lowerSelect(LoweringCall& call) {
 bool lowerDiagonal(LoweringCall& call) {
   const std::vector<int64_t> in = inSizes(call);
   const int64_t rank = in.size();
-  const int64_t offset = call.constant(1).toInt();
-  const int64_t d1 = wrapDim(call.constant(2).toInt(), rank), d2 = wrapDim(call.constant(3).toInt(), rank);
-  call.outputs = {call.view(*call.tensor(0), call.out().sizes, [=](const Index& index) {
+  const int64_t offset = call.constant("offset").toInt();
+  const int64_t d1 = wrapDim(call.constant("dim1").toInt(), rank);
+  const int64_t d2 = wrapDim(call.constant("dim2").toInt(), rank);
+  call.outputs = {call.view(self(call), call.out().sizes, [=](const Index& index) {
     Index result(rank);
     size_t next = 0;
     for (int64_t d = 0; d < rank; ++d) {
@@ -164,10 +165,10 @@ bool lowerDiagonal(LoweringCall& call) {
   return true;
 }
 
-/// base where the index is outside the scattered region, src (read at `src_index`) inside it.
+/// self where the index is outside the scattered region, src (read at `src_index`) inside it.
 bool lowerScatter(LoweringCall& call, std::function<KValue(KernelBuilder&, const Index&)> inside,
                   std::function<Index(const Index&)> src_index) {
-  const LoopId base = *call.tensor(0), src = *call.tensor(1);
+  const LoopId base = self(call), src = *call.tensor("src");
   const ScalarType t = computeType(call.out().dtype);
   LoopNode node;
   node.kind = LoopNode::kCompute;
@@ -186,9 +187,9 @@ bool lowerScatter(LoweringCall& call, std::function<KValue(KernelBuilder&, const
 
 bool lowerSliceScatter(LoweringCall& call) {
   const std::vector<int64_t>& base = call.out().sizes;
-  const int64_t dim = wrapDim(call.constant(2).toInt(), base.size());
-  const int64_t length = call.loop(*call.tensor(1)).sizes.at(dim);
-  SliceRange r = sliceRange(call, base[dim], 3, length);
+  const int64_t dim = wrapDim(call.constant("dim").toInt(), base.size());
+  const int64_t length = call.loop(*call.tensor("src")).sizes.at(dim);
+  SliceRange r = sliceRange(call, base[dim], length);
   if (length == 0) return false;
   auto inside = [dim, r](KernelBuilder& ops, const Index& index) {
     KValue i = ops.index(index[dim]);
@@ -209,13 +210,13 @@ bool lowerSliceScatter(LoweringCall& call) {
 
 bool lowerSelectScatter(LoweringCall& call) {
   const std::vector<int64_t>& base = call.out().sizes;
-  const int64_t dim = wrapDim(call.constant(2).toInt(), base.size());
-  int64_t pos = call.constant(3).toInt();
+  const int64_t dim = wrapDim(call.constant("dim").toInt(), base.size());
+  int64_t pos = call.constant("index").toInt();
   if (pos < 0) pos += base[dim];
   // src may be smaller than the selected slice: functionalization writes an out= result that
   // eager resized into the view it was given (test_out_view_resized_like_eager). Only the part
   // src covers is written, and src is never read past its end.
-  const std::vector<int64_t> src_sizes = call.loop(*call.tensor(1)).sizes;
+  const std::vector<int64_t> src_sizes = call.loop(*call.tensor("src")).sizes;
   if (src_sizes.size() + 1 != base.size()) return false;
   std::vector<int64_t> short_dims;  // src dims shorter than the slice's
   for (size_t d = 0, s = 0; d < base.size(); ++d) {
@@ -257,7 +258,7 @@ KValue roundTo(KernelBuilder& ops, KValue value, ScalarType dtype) {
 }
 
 /// Argument `arg` of `call` converted to the output's dtype (Note [Conversions round]).
-bool lowerConversion(LoweringCall& call, size_t arg) {
+bool lowerConversion(LoweringCall& call, std::string_view arg) {
   const ScalarType from = call.loop(*call.tensor(arg)).dtype, to = call.out().dtype;
   call.outputs = {call.pointwise({arg}, to, [from, to](KernelBuilder& ops, const std::vector<KValue>& v) {
     return roundTo(ops, ops.cast(roundTo(ops, v[0], from), to), to);
@@ -265,74 +266,43 @@ bool lowerConversion(LoweringCall& call, size_t arg) {
   return true;
 }
 
-/// copy(self, src): src broadcast to self's shape, in self's dtype.
-bool lowerCopyInto(LoweringCall& call) { return lowerConversion(call, 1); }
-
 }  // namespace
 
-bool lowerView(LoweringCall& call, const std::string& op, const std::string& overload) {
-  if (op == "view_copy" && overload.empty()) return lowerReshape(call);
-  if (op == "_unsafe_view" || op == "_reshape_alias_copy" || op == "reshape") return lowerReshape(call);
-  if (op == "squeeze_copy" || op == "unsqueeze_copy") return lowerReshape(call);
-  if (op == "permute_copy") return lowerPermute(call, call.constant(1).toIntVector());
-  if (op == "transpose_copy") {
-    return lowerPermute(call, swapDims(inSizes(call).size(), call.constant(1).toInt(), call.constant(2).toInt()));
-  }
-  if (op == "t_copy") return lowerPermute(call, swapDims(inSizes(call).size(), 0, -1));
-  if (op == "expand_copy") return lowerExpand(call);
-  if (op == "slice_copy") return lowerSlice(call);
-  if (op == "select_copy") return lowerSelect(call);
-  if (op == "split_copy" || op == "split_with_sizes_copy") return lowerSplit(call, false);
-  if (op == "unbind_copy") return lowerSplit(call, true);
-  if (op == "diagonal_copy") return lowerDiagonal(call);
-  if (op == "slice_scatter") return lowerSliceScatter(call);
-  if (op == "select_scatter") return lowerSelectScatter(call);
-  if (op == "copy") return lowerCopyInto(call);
-  if (op == "alias_copy" || op == "detach_copy" || op == "lift_fresh_copy" || op == "clone" ||
-      op == "_to_copy" || op == "contiguous") {
-    return lowerConversion(call, 0);
-  }
-  return false;
+void registerViewLowerings(LoweringRegistry& r) {
+  r.add(OpClass::kView,
+        {"aten::view_copy.default", "aten::_unsafe_view", "aten::_reshape_alias_copy",
+         "aten::reshape", "aten::squeeze_copy", "aten::unsqueeze_copy"},
+        lowerReshape);
+  r.add(OpClass::kView, {"aten::permute_copy"},
+        [](LoweringCall& call) { return lowerPermute(call, call.constant("dims").toIntVector()); });
+  r.add(OpClass::kView, {"aten::transpose_copy"}, [](LoweringCall& call) {
+    const int64_t rank = static_cast<int64_t>(inSizes(call).size());
+    return lowerPermute(
+        call, swapDims(rank, call.constant("dim0").toInt(), call.constant("dim1").toInt()));
+  });
+  r.add(OpClass::kView, {"aten::t_copy"}, [](LoweringCall& call) {
+    return lowerPermute(call, swapDims(inSizes(call).size(), 0, -1));
+  });
+  r.add(OpClass::kView, {"aten::expand_copy"}, lowerExpand);
+  r.add(OpClass::kView, {"aten::slice_copy"}, lowerSlice);
+  r.add(OpClass::kView, {"aten::select_copy"}, lowerSelect);
+  r.add(OpClass::kView, {"aten::split_copy", "aten::split_with_sizes_copy"},
+        [](LoweringCall& call) { return lowerSplit(call, false); });
+  r.add(OpClass::kView, {"aten::unbind_copy"},
+        [](LoweringCall& call) { return lowerSplit(call, true); });
+  r.add(OpClass::kView, {"aten::diagonal_copy"}, lowerDiagonal);
+  r.add(OpClass::kScatter, {"aten::slice_scatter"}, lowerSliceScatter);
+  r.add(OpClass::kScatter, {"aten::select_scatter"}, lowerSelectScatter);
 }
 
-bool lowerConstant(LoweringCall& call, const std::string& op, const std::string& overload) {
-  const ScalarType dtype = call.out().dtype;
-  auto fill = [&](std::vector<size_t> args, double value) {
-    call.outputs = {call.pointwise(args, dtype, [value, dtype](KernelBuilder& o, const std::vector<KValue>& v) {
-      return v.empty() ? o.constant(value, dtype) : v.back();
-    }, call.out().sizes)};
-    return true;
-  };
-  // Uninitialized memory may hold anything; zeros are as good a value as any.
-  if (op == "empty" || op == "empty_strided" || op == "empty_like" || op == "new_empty" ||
-      op == "new_empty_strided" || op == "zeros" || op == "zeros_like" || op == "new_zeros") {
-    return fill({}, 0);
-  }
-  if (op == "ones" || op == "ones_like" || op == "new_ones") return fill({}, 1);
-  if (op == "fill" || op == "full_like") return fill({1}, 0);
-  if (op == "scalar_tensor") return fill({0}, 0);
-  if (op == "full") return fill({1}, 0);
-  if (op == "new_full") return fill({2}, 0);
-  if (op == "arange" && (overload.empty() || overload == "start" || overload == "start_step")) {
-    const bool has_start = !overload.empty();
-    const ScalarType t = c10::isFloatingType(dtype) ? ScalarType::Double : ScalarType::Long;
-    std::vector<size_t> args = has_start ? std::vector<size_t>{0} : std::vector<size_t>{};
-    if (overload == "start_step") args.push_back(2);
-    LoopNode node;
-    node.kind = LoopNode::kCompute;
-    node.dtype = dtype;
-    node.sizes = call.out().sizes;
-    node.compute = [call_args = call.args(), args, t, dtype](LoopContext& c, const Index& index) {
-      KernelBuilder& o = c.ops();
-      KValue start = args.empty() ? o.constant(0, t) : call_args->scalar(c, args[0], t);
-      KValue step = args.size() < 2 ? o.constant(1, t) : call_args->scalar(c, args[1], t);
-      KValue i = o.cast(o.index(index.at(0)), t);
-      return o.cast(o.binary("add", start, o.binary("mul", i, step)), dtype);
-    };
-    call.outputs = {call.loops().add(std::move(node))};
-    return true;
-  }
-  return false;
+void registerConversionLowerings(LoweringRegistry& r) {
+  auto convertSelf = [](LoweringCall& call) { return lowerConversion(call, "self"); };
+  r.add(OpClass::kView, {"aten::alias_copy", "aten::detach_copy", "aten::lift_fresh_copy"},
+        convertSelf);
+  r.add(OpClass::kPointwise, {"aten::clone", "aten::_to_copy", "aten::contiguous"}, convertSelf);
+  // copy(self, src): src broadcast to self's shape, in self's dtype.
+  r.add(OpClass::kPointwise, {"aten::copy"},
+        [](LoweringCall& call) { return lowerConversion(call, "src"); });
 }
 
 }  // namespace lazyfuse

@@ -23,19 +23,34 @@ int64_t wrapDim(int64_t dim, int64_t rank) {
 
 LoweringCall::LoweringCall(LoopGraph& loops, const Node& node, int32_t position,
                            std::vector<LoopId> inputs, int32_t element,
-                           std::vector<c10::IValue> extra)
-    : loops_(loops), node_(node), position_(position), inputs_(inputs), element_(element),
+                           std::vector<c10::IValue> extra, const c10::FunctionSchema* schema)
+    : loops_(loops),
+      node_(node),
+      position_(position),
+      inputs_(inputs),
+      element_(element),
       args_(std::make_shared<const CallArgs>(loops, node, position, std::move(inputs), element,
-                                             std::move(extra))) {}
+                                             std::move(extra), schema)) {}
 
-LoweringCall LoweringCall::element(int32_t element, std::vector<c10::IValue> extra) const {
-  return LoweringCall(loops_, node_, position_, inputs_, element, std::move(extra));
+LoweringCall LoweringCall::element(int32_t element, std::vector<c10::IValue> extra,
+                                   const c10::FunctionSchema& schema) const {
+  // The element op's arguments are the node's, position by position, then `extra`.
+  LF_INTERNAL_ASSERT(attrs().args.size() + extra.size() == schema.arguments().size(), attrs().name,
+                     " does not line up with ", schema.operator_name(), ": ", attrs().args.size(),
+                     " + ", extra.size(), " arguments for ", schema.arguments().size());
+  return LoweringCall(loops_, node_, position_, inputs_, element, std::move(extra), &schema);
 }
 
 CallArgs::CallArgs(const LoopGraph& loops, const Node& node, int32_t position,
-                   std::vector<LoopId> inputs, int32_t element, std::vector<c10::IValue> extra)
-    : loops_(loops), node_(node), position_(position), inputs_(std::move(inputs)),
-      element_(element), extra_(std::move(extra)) {
+                   std::vector<LoopId> inputs, int32_t element, std::vector<c10::IValue> extra,
+                   const c10::FunctionSchema* schema)
+    : loops_(loops),
+      node_(node),
+      schema_(schema ? schema : &node.aten().op.schema()),
+      position_(position),
+      inputs_(std::move(inputs)),
+      element_(element),
+      extra_(std::move(extra)) {
   int32_t next_input = 0;
   int32_t next_param = 0;
   for (const ArgSlot& slot : attrs().args) {
@@ -58,12 +73,24 @@ CallArgs::CallArgs(const LoopGraph& loops, const Node& node, int32_t position,
   sources_.resize(sources_.size() + extra_.size());  // kConstant: see constant()
 }
 
-const c10::IValue& CallArgs::constant(size_t arg) const {
+ArgIndex CallArgs::index(std::string_view name) const {
+  const std::optional<int> found = schema_->argumentIndexWithName(name);
+  LF_INTERNAL_ASSERT(found && static_cast<size_t>(*found) < sources_.size(),
+                     schema_->operator_name(), " has no argument `", name, "` (lowering ",
+                     attrs().name, ")");
+  return static_cast<ArgIndex>(*found);
+}
+
+bool CallArgs::has(std::string_view name) const {
+  return schema_->argumentIndexWithName(name).has_value();
+}
+
+const c10::IValue& CallArgs::constant(ArgIndex arg) const {
   const size_t own = attrs().args.size();
   return arg < own ? attrs().args.at(arg).constant : extra_.at(arg - own);
 }
 
-std::optional<LoopId> CallArgs::tensor(size_t arg) const {
+std::optional<LoopId> CallArgs::tensor(ArgIndex arg) const {
   const ArgSource& s = sources_.at(arg);
   if (s.count == 0 || s.kind == ArgKind::kParam || s.kind == ArgKind::kConstant) {
     return std::nullopt;
@@ -83,21 +110,21 @@ const c10::IValue& CallArgs::paramOf(const ArgSource& s) const {
   return v.toListRef()[element_];
 }
 
-bool CallArgs::isNone(size_t arg) const {
+bool CallArgs::isNone(ArgIndex arg) const {
   // A None Scalar can be a parameter: its kind (None or not) is in the graph hash.
   const ArgSource& s = sources_.at(arg);
   if (s.kind == ArgKind::kParam) return paramOf(s).isNone();
   return s.kind == ArgKind::kConstant && constant(arg).isNone();
 }
 
-c10::Scalar CallArgs::scalarValue(size_t arg) const {
+c10::Scalar CallArgs::scalarValue(ArgIndex arg) const {
   const ArgSource& s = sources_.at(arg);
   const c10::IValue& v = s.kind == ArgKind::kParam ? paramOf(s) : constant(arg);
   if (v.isTensor()) return v.toTensor().item();
   return v.toScalar();
 }
 
-KValue CallArgs::at(LoopContext& c, size_t arg, const std::vector<IxPtr>& index) const {
+KValue CallArgs::at(LoopContext& c, ArgIndex arg, const std::vector<IxPtr>& index) const {
   const ArgSource& s = sources_.at(arg);
   if (s.kind == ArgKind::kParam) {
     const c10::IValue& v = paramOf(s);
@@ -118,25 +145,27 @@ KValue CallArgs::at(LoopContext& c, size_t arg, const std::vector<IxPtr>& index)
   return c.at(id, broadcastIndex(index, loops_[id].sizes));
 }
 
-KValue CallArgs::scalar(LoopContext& c, size_t arg, c10::ScalarType dtype) const {
+KValue CallArgs::scalar(LoopContext& c, ArgIndex arg, c10::ScalarType dtype) const {
   LF_INTERNAL_ASSERT(!tensor(arg), "scalar() of a tensor argument");
   return c.ops().cast(at(c, arg, {}), dtype);
 }
 
-LoopId LoweringCall::pointwise(std::vector<size_t> args, c10::ScalarType dtype, PointwiseBody body,
-                               std::optional<std::vector<int64_t>> sizes) {
+LoopId LoweringCall::pointwise(const std::vector<std::string_view>& names, c10::ScalarType dtype,
+                               PointwiseBody body, std::optional<std::vector<int64_t>> sizes) {
+  std::vector<ArgIndex> args;
+  for (std::string_view name : names) args.push_back(args_->index(name));
   LoopNode node;
   node.kind = LoopNode::kCompute;
   node.dtype = dtype;
   node.sizes = sizes ? *sizes : out().sizes;
   node.position = position_;
-  for (size_t arg : args) {
-    if (auto id = tensor(arg)) node.inputs.push_back(*id);
+  for (ArgIndex arg : args) {
+    if (auto id = args_->tensor(arg)) node.inputs.push_back(*id);
   }
   node.compute = [call_args = args_, args, body, dtype](LoopContext& c,
                                                        const std::vector<IxPtr>& index) {
     std::vector<KValue> values;
-    for (size_t arg : args) values.push_back(call_args->at(c, arg, index));
+    for (ArgIndex arg : args) values.push_back(call_args->at(c, arg, index));
     return c.ops().cast(body(c.ops(), values), dtype);
   };
   return loops_.add(std::move(node));

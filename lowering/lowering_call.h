@@ -5,9 +5,12 @@
 
 #include "lowering/loop_graph.h"
 
+#include <ATen/core/function_schema.h>
+
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lazyfuse {
@@ -24,6 +27,19 @@ using PointwiseBody = std::function<KValue(KernelBuilder&, const std::vector<KVa
 using IndexMap = std::function<std::vector<IxPtr>(const std::vector<IxPtr>&)>;
 using ReduceFn = std::function<KValue(LoopContext&, KValue)>;
 
+// Note [Arguments by name]
+// A lowering names the arguments it reads as its op's schema names them (`call.tensor("self")`,
+// `call.constant("dim")`, `call.pointwise({"self", "other"}, ...)`); CallArgs finds each name's
+// position with FunctionSchema::argumentIndexWithName. The schema is the node's own, or, for an
+// element of a `_foreach_*` node, the schema of the pointwise op the element is (Note [Foreach
+// lowering]): its arguments line up with the foreach op's by position, under other names. An
+// unknown name is an internal error naming op and argument, never a decline. Names are resolved
+// when the loop node is made: compute closures capture positions (the ArgIndex a lowering gets
+// from `index`), not names, because they run for every kernel that reads the node.
+
+/// The position of a schema argument, as `CallArgs::index` resolved it.
+using ArgIndex = size_t;
+
 /// The arguments of one ATen node as a kernel reads them. Shared (immutable) by the compute
 /// closures of the loop nodes its lowering makes; they run while kernels are built, when the
 /// node and the loop graph are alive.
@@ -32,21 +48,36 @@ class CallArgs {
   /// `element` >= 0 reads the node as its element-th pointwise op: tensor lists give their
   /// element-th tensor and Scalar[] parameters their element-th scalar (a `_foreach_*` node);
   /// `extra` are constants for arguments past the node's own (defaults its schema lacks).
+  /// Argument names are looked up in `schema` (default: the node's op's).
   CallArgs(const LoopGraph& loops, const Node& node, int32_t position, std::vector<LoopId> inputs,
-           int32_t element = -1, std::vector<c10::IValue> extra = {});
+           int32_t element = -1, std::vector<c10::IValue> extra = {},
+           const c10::FunctionSchema* schema = nullptr);
 
   const AtenCallAttrs& attrs() const { return node_.aten(); }
+  const c10::FunctionSchema& schema() const { return *schema_; }
+  /// The position of the argument `name` (Note [Arguments by name]).
+  ArgIndex index(std::string_view name) const;
+  /// Whether the schema has an argument `name` (for lowerings of several ops).
+  bool has(std::string_view name) const;
+
+  std::optional<LoopId> tensor(std::string_view name) const { return tensor(index(name)); }
+  const c10::IValue& constant(std::string_view name) const { return constant(index(name)); }
+  bool isNone(std::string_view name) const { return isNone(index(name)); }
+  c10::Scalar scalarValue(std::string_view name) const { return scalarValue(index(name)); }
+
+  // The same by position, for closures that captured one (index()).
+
   /// The loop node of tensor argument `arg`, or nullopt when it is absent (None).
-  std::optional<LoopId> tensor(size_t arg) const;
-  const c10::IValue& constant(size_t arg) const;
-  bool isNone(size_t arg) const;
+  std::optional<LoopId> tensor(ArgIndex arg) const;
+  const c10::IValue& constant(ArgIndex arg) const;
+  bool isNone(ArgIndex arg) const;
   /// A Scalar argument's value when it is a constant, or the first recorded value of a parameter
   /// (only for decisions that the graph hash pins, such as its kind).
-  c10::Scalar scalarValue(size_t arg) const;
+  c10::Scalar scalarValue(ArgIndex arg) const;
   /// Argument `arg` at `index`: a tensor broadcast to it, a Scalar parameter or a constant.
-  KValue at(LoopContext& c, size_t arg, const std::vector<IxPtr>& index) const;
+  KValue at(LoopContext& c, ArgIndex arg, const std::vector<IxPtr>& index) const;
   /// A Scalar argument (parameter or constant) as `dtype`.
-  KValue scalar(LoopContext& c, size_t arg, c10::ScalarType dtype) const;
+  KValue scalar(LoopContext& c, ArgIndex arg, c10::ScalarType dtype) const;
 
  private:
   /// A parameter's value: its element in element mode when it is a Scalar[].
@@ -54,6 +85,7 @@ class CallArgs {
 
   const LoopGraph& loops_;
   const Node& node_;
+  const c10::FunctionSchema* schema_;
   int32_t position_;
   std::vector<LoopId> inputs_;
   std::vector<ArgSource> sources_;
@@ -64,11 +96,13 @@ class CallArgs {
 class LoweringCall {
  public:
   LoweringCall(LoopGraph& loops, const Node& node, int32_t position, std::vector<LoopId> inputs,
-               int32_t element = -1, std::vector<c10::IValue> extra = {});
+               int32_t element = -1, std::vector<c10::IValue> extra = {},
+               const c10::FunctionSchema* schema = nullptr);
 
-  /// The call of element `element` of a `_foreach_*` node, as a pointwise op whose arguments
-  /// past the node's own are `extra`. See CallArgs.
-  LoweringCall element(int32_t element, std::vector<c10::IValue> extra) const;
+  /// The call of element `element` of a `_foreach_*` node, as the pointwise op of `schema`,
+  /// whose arguments past the node's own are `extra`. See CallArgs.
+  LoweringCall element(int32_t element, std::vector<c10::IValue> extra,
+                       const c10::FunctionSchema& schema) const;
 
   const Node& node() const { return node_; }
   const AtenCallAttrs& attrs() const { return node_.aten(); }
@@ -80,15 +114,18 @@ class LoweringCall {
   /// For closures that read arguments while a kernel is built.
   const std::shared_ptr<const CallArgs>& args() const { return args_; }
 
-  std::optional<LoopId> tensor(size_t arg) const { return args_->tensor(arg); }
-  const c10::IValue& constant(size_t arg) const { return args_->constant(arg); }
-  bool isNone(size_t arg) const { return args_->isNone(arg); }
-  c10::Scalar scalarValue(size_t arg) const { return args_->scalarValue(arg); }
+  /// Arguments by name: see Note [Arguments by name].
+  ArgIndex index(std::string_view name) const { return args_->index(name); }
+  bool has(std::string_view name) const { return args_->has(name); }
+  std::optional<LoopId> tensor(std::string_view name) const { return args_->tensor(name); }
+  const c10::IValue& constant(std::string_view name) const { return args_->constant(name); }
+  bool isNone(std::string_view name) const { return args_->isNone(name); }
+  c10::Scalar scalarValue(std::string_view name) const { return args_->scalarValue(name); }
 
-  /// A pointwise node over the output's sizes: `body` gets the arguments `args` (tensors loaded
-  /// at the broadcast index, scalars as parameters or constants) in their compute types.
-  LoopId pointwise(std::vector<size_t> args, c10::ScalarType dtype, PointwiseBody body,
-                   std::optional<std::vector<int64_t>> sizes = std::nullopt);
+  /// A pointwise node over the output's sizes: `body` gets the arguments named `args` (tensors
+  /// loaded at the broadcast index, scalars as parameters or constants) in their compute types.
+  LoopId pointwise(const std::vector<std::string_view>& args, c10::ScalarType dtype,
+                   PointwiseBody body, std::optional<std::vector<int64_t>> sizes = std::nullopt);
   /// A view of loop node `input` with `sizes`, reading input index `map(index)`.
   LoopId view(LoopId input, std::vector<int64_t> sizes, IndexMap map);
   /// Folds `input` over `dims` (sorted, distinct); `pre` maps each element first, `post` maps the

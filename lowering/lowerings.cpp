@@ -1,7 +1,9 @@
 #include "lowering/lowerings.h"
 
+#include "lazy_ir/check.h"
 #include "lowering/lower_ops.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace lazyfuse {
@@ -12,36 +14,18 @@ bool endsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-const std::unordered_set<std::string>& names(OpClass kind) {
-  static const std::unordered_set<std::string> kReduction = {
-      "sum", "mean", "amax", "amin", "prod", "var", "std", "argmax", "argmin", "_softmax",
-      "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
-      "native_layer_norm", "native_layer_norm_backward"};
+/// Ops that draw random numbers, by name (without overload); also any name ending `_dropout`.
+bool isRandomName(const std::string& op) {
   static const std::unordered_set<std::string> kRandom = {
       "bernoulli", "rand", "randn", "rand_like", "randn_like", "randint", "randint_like",
       "randperm", "normal", "uniform", "native_dropout", "multinomial", "exponential",
       "geometric", "cauchy", "log_normal", "random", "poisson", "_standard_gamma"};
-  static const std::unordered_set<std::string> kView = {
-      "view_copy", "_unsafe_view", "_reshape_alias_copy", "reshape", "squeeze_copy",
-      "unsqueeze_copy", "permute_copy", "transpose_copy", "t_copy", "expand_copy", "slice_copy",
-      "select_copy", "diagonal_copy", "alias_copy", "detach_copy", "lift_fresh_copy",
-      "split_copy", "split_with_sizes_copy", "unbind_copy"};
-  static const std::unordered_set<std::string> kNone;
-  switch (kind) {
-    case OpClass::kReduction: return kReduction;
-    case OpClass::kRandom: return kRandom;
-    case OpClass::kView: return kView;
-    default: return kNone;
-  }
+  return kRandom.count(op) > 0 || endsWith(op, "_dropout");
 }
 
-/// The class of an aten op by its name.
-OpClass classify(const OpName& n) {
-  if (names(OpClass::kRandom).count(n.op) || endsWith(n.op, "_dropout")) return OpClass::kRandom;
-  if (names(OpClass::kReduction).count(n.op)) return OpClass::kReduction;
-  if (names(OpClass::kView).count(n.op)) return OpClass::kView;
-  if (endsWith(n.op, "_scatter")) return OpClass::kScatter;
-  return OpClass::kPointwise;  // a guess: ops that are not pointwise have no lowering there
+/// The registry key of an overload: `aten::add.Tensor`, `aten::round.default`.
+std::string overloadKey(const OpName& n) {
+  return "aten::" + n.op + "." + (n.overload.empty() ? "default" : n.overload);
 }
 
 }  // namespace
@@ -68,9 +52,15 @@ bool readsAnyLayout(const std::string& name) {
   return kAnyLayout.count(splitOpName(name).op) > 0;
 }
 
+bool isRandomOp(const std::string& name) {
+  return startsWith(name, "aten::") && isRandomName(splitOpName(name).op);
+}
+
 OpClass classifyOp(const std::string& name) {
   if (!startsWith(name, "aten::")) return OpClass::kExtern;
-  return classify(splitOpName(name));
+  if (isRandomOp(name)) return OpClass::kRandom;
+  const Lowering* lowering = loweringRegistry().find(name);
+  return lowering ? lowering->kind : OpClass::kExtern;
 }
 
 const char* opClassName(OpClass kind) {
@@ -85,22 +75,51 @@ const char* opClassName(OpClass kind) {
   return "?";
 }
 
-bool lowerCall(LoweringCall& call) {
-  const std::string& name = call.attrs().name;
-  if (!startsWith(name, "aten::")) return false;
+void LoweringRegistry::add(OpClass kind, const std::string& op, const LoweringFn& fn) {
+  LF_INTERNAL_ASSERT(startsWith(op, "aten::") && !isRandomOp(op), "no lowering for ", op);
+  const bool added = table_.emplace(op, Lowering{kind, fn}).second;
+  LF_INTERNAL_ASSERT(added, "two lowerings of ", op);
+}
+
+void LoweringRegistry::add(OpClass kind, std::initializer_list<std::string_view> ops,
+                           const LoweringFn& fn) {
+  for (std::string_view op : ops) add(kind, std::string(op), fn);
+}
+
+const Lowering* LoweringRegistry::find(const std::string& name) const {
+  if (!startsWith(name, "aten::")) return nullptr;
   const OpName n = splitOpName(name);
-  switch (classify(n)) {
-    case OpClass::kReduction: return lowerReduction(call, n.op, n.overload);
-    case OpClass::kView:
-    case OpClass::kScatter: return lowerView(call, n.op, n.overload);
-    case OpClass::kPointwise:
-      if (startsWith(n.op, "_foreach_")) return lowerForeach(call, n.op, n.overload);
-      return lowerPointwise(call, n.op, n.overload) || lowerView(call, n.op, n.overload) ||
-             lowerConstant(call, n.op, n.overload);
-    case OpClass::kExtern:
-    case OpClass::kRandom: return false;
-  }
-  return false;
+  auto it = table_.find(overloadKey(n));
+  if (it == table_.end()) it = table_.find("aten::" + n.op);
+  return it == table_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> LoweringRegistry::names() const {
+  std::vector<std::string> result;
+  for (const auto& [name, lowering] : table_) result.push_back(name);
+  std::sort(result.begin(), result.end());
+  return result;
+}
+
+const LoweringRegistry& loweringRegistry() {
+  static const LoweringRegistry registry = [] {
+    LoweringRegistry r;
+    registerPointwiseLowerings(r);
+    registerActivationLowerings(r);
+    registerViewLowerings(r);
+    registerConversionLowerings(r);
+    registerConstantLowerings(r);
+    registerReductionLowerings(r);
+    registerNormalizationLowerings(r);
+    registerForeachLowerings(r);
+    return r;
+  }();
+  return registry;
+}
+
+bool lowerCall(LoweringCall& call) {
+  const Lowering* lowering = loweringRegistry().find(call.attrs().name);
+  return lowering != nullptr && lowering->fn(call);
 }
 
 }  // namespace lazyfuse

@@ -1,8 +1,10 @@
-// The fusion partitioner: op classes, and the kernel groups it picks for graphs recorded through
-// the dispatcher (partition_graphs.h); what the compiled plans compute and golden dumps of them are
-// in test_compiled_plans.cpp. See Note [Fusion partitioning] in lowering/partition.cpp.
+// The fusion partitioner: op classes, the lowering registry, and the kernel groups it picks for
+// graphs recorded through the dispatcher (partition_graphs.h); what the compiled plans compute and
+// golden dumps of them are in test_compiled_plans.cpp. See Note [Fusion partitioning] in
+// lowering/partition.cpp.
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_row_groups.h"
+#include "lazy_ir/check.h"
 #include "lowering/lowerings.h"
 #include "lowering/pipeline.h"
 #include "lowering/print_plan.h"
@@ -14,6 +16,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
+#include <string>
 
 namespace lazyfuse {
 namespace {
@@ -49,6 +53,62 @@ TEST(PartitionClassifyTest, SplitsOverloads) {
   OpName exp = splitOpName("aten::exp");
   EXPECT_EQ(exp.op, "exp");
   EXPECT_EQ(exp.overload, "");
+}
+
+TEST(PartitionClassifyTest, LoweringsAreFoundByOverloadThenByOp) {
+  const LoweringRegistry& registry = loweringRegistry();
+  EXPECT_NE(registry.find("aten::round"), nullptr);  // registered as aten::round.default
+  EXPECT_EQ(registry.find("aten::round.decimals"), nullptr);
+  EXPECT_NE(registry.find("aten::where.self"), nullptr);
+  EXPECT_EQ(registry.find("aten::where.ScalarOther"), nullptr);
+  EXPECT_NE(registry.find("aten::clamp.Tensor"), nullptr);  // every overload of aten::clamp
+  EXPECT_NE(registry.find("aten::_foreach_add.List"), nullptr);
+  EXPECT_EQ(registry.find("aten::_foreach_add.Tensor"), nullptr);
+  EXPECT_EQ(registry.find("aten::matmul"), nullptr);
+  EXPECT_EQ(registry.find("prims::add"), nullptr);
+  EXPECT_EQ(classifyOp("aten::matmul"), OpClass::kExtern);
+  EXPECT_TRUE(isRandomOp("aten::bernoulli.p"));
+  EXPECT_FALSE(isRandomOp("aten::add.Tensor"));
+}
+
+TEST(PartitionClassifyTest, EveryLoweringIsRegisteredForAnAtenOp) {
+  // A misspelt name would never be looked up: each is an overload or an op the dispatcher has.
+  std::set<std::string> overloads, ops;
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    ops.insert(name.name);
+    overloads.insert(name.name + "." +
+                     (name.overload_name.empty() ? "default" : name.overload_name));
+  }
+  const std::vector<std::string> names = loweringRegistry().names();
+  EXPECT_GT(names.size(), 100u);
+  for (const std::string& name : names) {
+    const bool is_op = name.find('.') == std::string::npos;
+    EXPECT_TRUE(is_op ? ops.count(name) > 0 : overloads.count(name) > 0) << name;
+  }
+}
+
+TEST(PartitionClassifyTest, ArgumentsAreFoundByTheirSchemaNames) {
+  Case c = record(chainInputs(), pointwiseChain);
+  const Node* pow = nullptr;
+  for (const NodePtr& node : c.graph.nodes()) {
+    if (node->opName() == "aten::pow.Tensor_Scalar") pow = node.get();
+  }
+  ASSERT_NE(pow, nullptr) << printText(c.graph);
+  LoopGraph loops;
+  LoweringCall call(loops, *pow, 0, {0});
+  EXPECT_EQ(call.index("self"), 0u);
+  EXPECT_EQ(call.index("exponent"), 1u);
+  EXPECT_TRUE(call.has("exponent"));
+  EXPECT_FALSE(call.has("other"));
+  try {
+    call.index("other");
+    ADD_FAILURE() << "an unknown argument name was found";
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    EXPECT_NE(message.find(kInternalErrorPrefix), std::string::npos) << message;
+    EXPECT_NE(message.find("aten::pow.Tensor_Scalar has no argument `other`"), std::string::npos)
+        << message;
+  }
 }
 
 // --- partitioning: which kernels, which buffers ---
