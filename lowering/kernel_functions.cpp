@@ -43,10 +43,15 @@ constexpr bool kExpensive = true, kCheap = false;
 // CPU spelling declares the C math functions it calls, marked LF_SIMD1 or LF_SIMD2 where glibc's
 // libmvec has them (Note [CPU prelude]); on CUDA they are NVRTC built-ins. A row's `args` are
 // the compute types eager defines the function on and a lowering may call it with; checkKernel
-// does not hold kernels to them, the tests iterate them. Semantics beyond the reference's
-// (Note [CPU prelude], Note [CUDA prelude]): maximum/minimum give NaN when either side is NaN,
-// remainder takes the divisor's sign, round is half to even, sign(NaN) is 0, integer pow of a
-// negative exponent is 1, -1 or 0 as ATen's, and integer add, sub, mul and neg wrap.
+// does not hold kernels to them, the tests iterate them.
+// The reference is eager's CPU answer, which the spellings give (Note [CPU prelude],
+// Note [CUDA prelude]): maximum/minimum give NaN when either side is NaN, remainder takes the
+// divisor's sign, round is half to even, sign(NaN) is 0, integer pow of a negative exponent is 1,
+// -1 or 0, and integer add, sub, mul and neg wrap. Eager's vectorized loop and its scalar loop
+// (which takes what is left after the vectors) disagree in places: maximum(0, -0) and
+// minimum(0, -0) keep either zero, and fmod and remainder by a subnormal are NaN in the
+// vectorized loop but exact in the scalar one. The CPU spellings give the scalar loop's answer;
+// test_kernel_functions.cpp accepts either.
 std::vector<KernelFunction> tableRows() {
   return {
       // Unary functions of floating values, a C math function each.
