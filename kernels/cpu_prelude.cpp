@@ -1,11 +1,12 @@
-// The C dialect of the CPU target: the fixed text every rendered source starts with (the C math
-// functions it calls and one lf_<fn> overload set per kernel function of Note [Kernel functions]),
-// and how types and literals are spelled in it. Used by kernels/cpu_codegen.cpp.
+// The C dialect of the CPU target: the text every rendered source starts with (its fixed head and
+// tail around each kernel function's CPU spelling from the table of Note [Kernel functions]), and
+// how types and literals are spelled in it. Used by kernels/cpu_codegen.cpp.
 
 #include "kernels/detail/cpu_dialect.h"
 #include "kernels/detail/render_text.h"
 
 #include "lazy_ir/check.h"
+#include "lowering/kernel_functions.h"
 #include "lowering/kernel_ir.h"
 
 #include <cmath>
@@ -24,12 +25,15 @@ std::string floatLiteral(double value) {
 }  // namespace
 
 // Note [CPU prelude]
-// The rendered source includes no header, so a kernel compiles in a fraction of the time
-// <cmath> would cost; it declares the C math functions itself. Those glibc's libmvec implements
-// are marked `omp declare simd`, so that GCC (with -fopenmp-simd) vectorizes a loop calling them
-// through libmvec. Which ones exist depends on the glibc version, so the compiler passes
-// LF_MVEC (0: none, 1: glibc 2.22's exp log sin cos pow, 2: the glibc 2.35 set) as a flag; the
-// source stays the same and the flag is in the cache key. See Note [CPU kernel cache key].
+// The prelude is kCpuPreludeHead, then the `cpu` spelling of each row of the kernel function table
+// (lowering/kernel_functions.cpp, Note [Kernel function table]) on lines of its own, in the table's
+// order, then kCpuPreludeTail. The rendered source includes no header, so a kernel compiles in a
+// fraction of the time <cmath> would cost; each row declares the C math functions it calls. Those
+// glibc's libmvec implements are marked `omp declare simd`, so that GCC (with -fopenmp-simd)
+// vectorizes a loop calling them through libmvec. Which ones exist depends on the glibc version, so
+// the compiler passes LF_MVEC (0: none, 1: glibc 2.22's exp log sin cos pow, 2: the glibc 2.35 set)
+// as a flag; the source stays the same and the flag is in the cache key. See
+// Note [CPU kernel cache key].
 //
 // The lf_<fn> functions follow eager PyTorch's CPU kernels: maximum/minimum return NaN when
 // either side is NaN (else std::max/std::min, which keep the left operand on ties); remainder
@@ -65,7 +69,10 @@ std::string floatLiteral(double value) {
 // blocks] in kernels/cpu_codegen.cpp): F16C's vcvtph2ps/vcvtps2ph (round to nearest even, the
 // same numbers, subnormals included) eight at a time, or the same functions as a loop where the
 // CPU has no F16C.
-const char* const kCpuPrelude = R"LF(// lazyfuse CPU kernels
+
+// The fixed text before the kernel functions' definitions: types, the macros the rows of the
+// kernel function table write them with, and helpers of the renderer (Note [CPU prelude]).
+const char* const kCpuPreludeHead = R"LF(// lazyfuse CPU kernels
 typedef long long lf_i64;
 typedef unsigned char lf_u8;
 #if defined(LF_MVEC) && LF_MVEC >= 1
@@ -84,17 +91,6 @@ typedef unsigned char lf_u8;
 #define LF_DECLARE2(S, c) \
   S extern "C" float c##f(float, float); \
   S extern "C" double c(double, double);
-LF_DECLARE1(LF_SIMD1, exp) LF_DECLARE1(LF_SIMD1, log) LF_DECLARE1(LF_SIMD1, sin)
-LF_DECLARE1(LF_SIMD1, cos) LF_DECLARE2(LF_SIMD1, pow)
-LF_DECLARE1(LF_SIMD2, exp2) LF_DECLARE1(LF_SIMD2, expm1) LF_DECLARE1(LF_SIMD2, log2)
-LF_DECLARE1(LF_SIMD2, log10) LF_DECLARE1(LF_SIMD2, log1p) LF_DECLARE1(LF_SIMD2, tan)
-LF_DECLARE1(LF_SIMD2, asin) LF_DECLARE1(LF_SIMD2, acos) LF_DECLARE1(LF_SIMD2, atan)
-LF_DECLARE1(LF_SIMD2, sinh) LF_DECLARE1(LF_SIMD2, cosh) LF_DECLARE1(LF_SIMD2, tanh)
-LF_DECLARE1(LF_SIMD2, asinh) LF_DECLARE1(LF_SIMD2, acosh) LF_DECLARE1(LF_SIMD2, atanh)
-LF_DECLARE1(LF_SIMD2, erf) LF_DECLARE1(LF_SIMD2, erfc) LF_DECLARE2(LF_SIMD2, atan2)
-LF_DECLARE2(LF_SIMD2, hypot)
-LF_DECLARE1(, sqrt) LF_DECLARE1(, fabs) LF_DECLARE1(, lgamma) LF_DECLARE2(, fmod)
-LF_DECLARE2(, copysign)
 #define LF_FLOAT1(fn, c) \
   static inline float lf_##fn(float x) { return c##f(x); } \
   static inline double lf_##fn(double x) { return c(x); }
@@ -143,8 +139,6 @@ static inline unsigned short lf_half_store(float f) {
   unsigned int nan = (unsigned int)0 - (unsigned int)(twice > 0xFF000000u);
   return (unsigned short)((sign >> 16) | (0x7E00u & nan) | (finite & ~nan));
 }
-static inline float lf_round_to_half(float f) { return lf_half_load(lf_half_store(f)); }
-static inline float lf_round_to_bfloat16(float f) { return lf_bf16_load(lf_bf16_store(f)); }
 #if defined(__F16C__)
 typedef short lf_v8hi __attribute__((vector_size(16)));
 typedef float lf_v8sf __attribute__((vector_size(32)));
@@ -201,44 +195,6 @@ static inline void lf_stream(void* dst, const void* src, lf_i64 bytes) {
 }
 static inline void lf_stream_fence() {}
 #endif
-LF_FLOAT1(exp, exp) LF_FLOAT1(exp2, exp2) LF_FLOAT1(expm1, expm1) LF_FLOAT1(log, log)
-LF_FLOAT1(log2, log2) LF_FLOAT1(log10, log10) LF_FLOAT1(log1p, log1p) LF_FLOAT1(sqrt, sqrt)
-LF_FLOAT1(sin, sin) LF_FLOAT1(cos, cos) LF_FLOAT1(tan, tan) LF_FLOAT1(asin, asin)
-LF_FLOAT1(acos, acos) LF_FLOAT1(atan, atan) LF_FLOAT1(sinh, sinh) LF_FLOAT1(cosh, cosh)
-LF_FLOAT1(tanh, tanh) LF_FLOAT1(asinh, asinh) LF_FLOAT1(acosh, acosh) LF_FLOAT1(atanh, atanh)
-LF_FLOAT1(erf, erf) LF_FLOAT1(erfc, erfc) LF_FLOAT1(lgamma, lgamma)
-LF_FLOAT2(atan2, atan2) LF_FLOAT2(fmod, fmod) LF_FLOAT2(copysign, copysign)
-LF_FLOAT2(hypot, hypot)
-LF_ANY1(neg, -a) LF_ANY1(abs, a < 0 ? -a : a) LF_ANY1(sign, (T(0) < a) - (a < T(0)))
-LF_ANY1(floor, a) LF_ANY1(ceil, a) LF_ANY1(round, a) LF_ANY1(trunc, a)
-LF_ANY1(bitwise_not, ~a) LF_ANY1(reciprocal, T(1) / a) LF_ANY1(rsqrt, T(1) / lf_sqrt(a))
-LF_ANY1(sigmoid, T(1) / (T(1) + lf_exp(-a)))
-LF_FLOAT1(abs, fabs)
-#define LF_ROUNDING(T, M, cs, fabs) \
-  static inline T lf_round(T a) { \
-    T m = (T)(M), ax = fabs(a), r = cs((ax + m) - m, a); \
-    return lf_select(ax < m, r, a); \
-  } \
-  static inline T lf_floor(T a) { \
-    T r = lf_round(a); \
-    return lf_select(fabs(a) < (T)(M), cs(r - (T)(r > a), a), a); \
-  } \
-  static inline T lf_ceil(T a) { \
-    T r = lf_round(a); \
-    return lf_select(fabs(a) < (T)(M), cs(r + (T)(r < a), a), a); \
-  } \
-  static inline T lf_trunc(T a) { \
-    T ax = fabs(a), r = lf_round(ax); \
-    return lf_select(ax < (T)(M), cs(r - (T)(r > ax), a), a); \
-  }
-static inline bool lf_bitwise_not(bool a) { return !a; }
-LF_BOOL1(logical_not, !(a != 0)) LF_BOOL1(isnan, a != a) LF_BOOL1(isinf, false)
-static inline bool lf_isinf(float a) { return __builtin_isinf(a); }
-static inline bool lf_isinf(double a) { return __builtin_isinf(a); }
-LF_ANY2(add, a + b) LF_ANY2(sub, a - b) LF_ANY2(mul, a * b) LF_ANY2(div, a / b)
-// A division by a Scalar divides, as eager's CPU div does (the CUDA prelude multiplies by the
-// reciprocal, as eager's CUDA div does).
-LF_ANY2(div_by_scalar, a / b)
 template <class T> static inline T lf_select(bool c, T x, T y) { return c ? x : y; }
 #define LF_SELECT_BITS(T, U) \
   static inline T lf_select(bool c, T x, T y) { \
@@ -251,55 +207,24 @@ template <class T> static inline T lf_select(bool c, T x, T y) { return c ? x : 
     return r; \
   }
 LF_SELECT_BITS(float, unsigned int) LF_SELECT_BITS(double, unsigned long long)
-LF_ROUNDING(float, 8388608.0f, __builtin_copysignf, __builtin_fabsf)
-LF_ROUNDING(double, 4503599627370496.0, __builtin_copysign, __builtin_fabs)
-LF_ANY2(maximum, lf_select(a != a, a, lf_select(b != b, b, lf_select(a < b, b, a))))
-LF_ANY2(minimum, lf_select(a != a, a, lf_select(b != b, b, lf_select(b < a, b, a))))
-LF_ANY2(bitwise_and, a & b) LF_ANY2(bitwise_or, a | b) LF_ANY2(bitwise_xor, a ^ b)
-LF_BOOL2(eq, a == b) LF_BOOL2(ne, a != b) LF_BOOL2(lt, a < b) LF_BOOL2(le, a <= b)
-LF_BOOL2(gt, a > b) LF_BOOL2(ge, a >= b)
-LF_BOOL2(logical_and, (a != 0) && (b != 0)) LF_BOOL2(logical_or, (a != 0) || (b != 0))
-LF_BOOL2(logical_xor, (a != 0) != (b != 0))
-template <class T> static inline T lf_pow(T a, T b) {
-  if (b < 0) return a == 1 ? T(1) : (a == -1 ? (T)((b & 1) ? -1 : 1) : T(0));
-  lf_i64 r = 1, x = a, e = b;
-  for (; e != 0; e >>= 1, x *= x) {
-    if (e & 1) r *= x;
-  }
-  return (T)r;
-}
-LF_FLOAT2(pow, pow)
-#define LF_POW_UNIFORM(T, pw, root) \
-  static inline T lf_pow_uniform(T a, T b) { \
-    if (b == (T)0) return (T)1; \
-    if (b == (T)1) return a; \
-    if (b == (T)2) return a * a; \
-    if (b == (T)3) return a * a * a; \
-    if (b == (T)0.5) return root(a); \
-    if (b == (T)-0.5) return (T)1 / root(a); \
-    if (b == (T)-1) return (T)1 / a; \
-    if (b == (T)-2) return (T)1 / (a * a); \
-    return pw(a, b); \
-  }
-LF_POW_UNIFORM(float, powf, sqrtf) LF_POW_UNIFORM(double, pow, sqrt)
-#pragma omp declare reduction(lf_max : float, double : \
+#define LF_ROUNDING(F) \
+  F(float, 8388608.0f, __builtin_copysignf, __builtin_fabsf) \
+  F(double, 4503599627370496.0, __builtin_copysign, __builtin_fabs)
+)LF";
+
+// The fixed text after them: the OpenMP reductions of vectorized max/min loops.
+const char* const kCpuPreludeTail = R"LF(#pragma omp declare reduction(lf_max : float, double : \
     omp_out = (omp_in != omp_in || omp_in > omp_out) ? omp_in : omp_out) \
     initializer(omp_priv = -__builtin_inf())
 #pragma omp declare reduction(lf_min : float, double : \
     omp_out = (omp_in != omp_in || omp_in < omp_out) ? omp_in : omp_out) \
     initializer(omp_priv = __builtin_inf())
-static inline float lf_remainder(float a, float b) {
-  float m = fmodf(a, b);
-  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
-}
-static inline double lf_remainder(double a, double b) {
-  double m = fmod(a, b);
-  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
-}
 )LF";
 
 const char* cpuPrelude() {
-  return kCpuPrelude;
+  static const std::string kPrelude =
+      preludeText(kCpuPreludeHead, &KernelFunction::cpu, kCpuPreludeTail);
+  return kPrelude.c_str();
 }
 
 /// The C type an instruction of `dtype` computes in; see Note [Kernel IR].

@@ -1,6 +1,7 @@
 #include "kernels/cpu_row_groups.h"
 
 #include "lazy_ir/check.h"
+#include "lowering/kernel_functions.h"
 
 #include <algorithm>
 #include <map>
@@ -94,22 +95,9 @@ int32_t statsOutput(const FusedKernel& stats, const BufferBinding& binding) {
 }
 
 bool expensive(const KInstr& instr) {
-  static const char* const kUnary[] = {"exp",   "exp2",  "expm1", "log",   "log2",   "log10",
-                                       "log1p", "sin",   "cos",   "tan",   "asin",   "acos",
-                                       "atan",  "sinh",  "cosh",  "tanh",  "asinh",  "acosh",
-                                       "atanh", "erf",   "erfc",  "sigmoid", "lgamma"};
-  static const char* const kBinary[] = {"pow", "atan2", "fmod", "remainder", "hypot"};
-  if (instr.op == KOp::kUnary) {
-    for (const char* fn : kUnary) {
-      if (instr.fn == fn) return true;
-    }
-  }
-  if (instr.op == KOp::kBinary) {
-    for (const char* fn : kBinary) {
-      if (instr.fn == fn) return true;
-    }
-  }
-  return false;
+  if (instr.op != KOp::kUnary && instr.op != KOp::kBinary) return false;
+  const KernelFunction* row = findKernelFunction(instr.fn);
+  return row && row->expensive;
 }
 
 /// Whether epilogue instruction j computes, at row p and v<last> = c, what statistics

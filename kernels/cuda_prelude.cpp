@@ -1,25 +1,31 @@
-// The CUDA C++ dialect of the GPU target: the fixed text every rendered source starts with, and
-// how types and literals are spelled in it. Used by kernels/cuda_codegen.cpp.
+// The CUDA C++ dialect of the GPU target: the text every rendered source starts with (its fixed
+// head and tail around each kernel function's CUDA spelling from the table of Note [Kernel
+// functions]), and how types and literals are spelled in it. Used by kernels/cuda_codegen.cpp.
 
 #include "kernels/detail/cuda_dialect.h"
 
 #include "kernels/detail/render_text.h"
 #include "lazy_ir/check.h"
+#include "lowering/kernel_functions.h"
 #include "lowering/kernel_ir.h"
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace lazyfuse::detail {
 
 // Note [CUDA prelude]
-// The rendered source includes no header (NVRTC then compiles a graph's kernels in well under a
-// second, and needs no include path): the CUDA math functions are NVRTC built-ins. The lf_<fn>
-// functions follow eager PyTorch's CUDA kernels, which match its CPU ones (Note [CPU prelude]):
-// maximum/minimum propagate NaN, remainder takes the divisor's sign, round is rint (half to
-// even), integer pow squares and maps negative exponents like ATen, and a pow whose exponent
-// is a Scalar (lf_pow_uniform) takes ATen's pow_tensor_scalar shortcuts for 2, 3, 0.5, -0.5,
-// -1 and -2 (sqrt(-inf) is NaN where pow(-inf, 0.5) is inf: eager's answer is the shortcut's).
+// The prelude is kCudaPreludeHead, then the `cuda` spelling of each row of the kernel function
+// table (Note [Kernel function table]) on lines of its own, in the table's order, then
+// kCudaPreludeTail. The rendered source includes no header (NVRTC then compiles a graph's kernels
+// in well under a second, and needs no include path): the CUDA math functions are NVRTC built-ins.
+// The lf_<fn> functions follow eager PyTorch's CUDA kernels, which match its CPU ones
+// (Note [CPU prelude]): maximum/minimum propagate NaN, remainder takes the divisor's sign, round is
+// rint (half to even), integer pow squares and maps negative exponents like ATen, and a pow whose
+// exponent is a Scalar (lf_pow_uniform) takes ATen's pow_tensor_scalar shortcuts for 2, 3, 0.5,
+// -0.5, -1 and -2 (sqrt(-inf) is NaN where pow(-inf, 0.5) is inf: eager's answer is the
+// shortcut's).
 // A floating division by a Scalar (lf_div_by_scalar: div's by a Python number or CPU scalar,
 // mean's by its count) multiplies by the reciprocal, as eager's CUDA div and mean do; the CPU
 // prelude divides, as eager's CPU kernels do. The foreach ops divide on both.
@@ -37,7 +43,10 @@ namespace lazyfuse::detail {
 //
 // The same text also compiles as host C++ under the emulation shim of Note [CUDA emulation]
 // (LF_CUDA_EMULATION): the only device-specific code, the PTX conversions, has a host twin.
-const char* const kCudaPrelude = R"LF(// lazyfuse CUDA kernels
+
+// The fixed text before the kernel functions' definitions: types, the macros the rows of the
+// kernel function table write them with, and the Half and BFloat16 conversions.
+const char* const kCudaPreludeHead = R"LF(// lazyfuse CUDA kernels
 typedef long long lf_i64;
 typedef unsigned char lf_u8;
 template <class T> struct alignas(4 * sizeof(T)) lf_pack4 { T v[4]; };
@@ -73,8 +82,6 @@ LF_D unsigned short lf_bf16_store(float f) {
   unsigned int bias = ((u >> 16) & 1u) + 0x7FFFu;
   return f != f ? (unsigned short)0x7FC0 : (unsigned short)((u + bias) >> 16);
 }
-LF_D float lf_round_to_half(float f) { return lf_h2f(lf_f2h(f)); }
-LF_D float lf_round_to_bfloat16(float f) { return lf_bf16_load(lf_bf16_store(f)); }
 #define LF_FLOAT1(fn, c) \
   LF_D float lf_##fn(float x) { return c##f(x); } \
   LF_D double lf_##fn(double x) { return c(x); }
@@ -85,65 +92,10 @@ LF_D float lf_round_to_bfloat16(float f) { return lf_bf16_load(lf_bf16_store(f))
 #define LF_ANY2(fn, expr) template <class T> LF_D T lf_##fn(T a, T b) { return (T)(expr); }
 #define LF_BOOL1(fn, expr) template <class T> LF_D bool lf_##fn(T a) { return expr; }
 #define LF_BOOL2(fn, expr) template <class T> LF_D bool lf_##fn(T a, T b) { return expr; }
-LF_FLOAT1(exp, exp) LF_FLOAT1(exp2, exp2) LF_FLOAT1(expm1, expm1) LF_FLOAT1(log, log)
-LF_FLOAT1(log2, log2) LF_FLOAT1(log10, log10) LF_FLOAT1(log1p, log1p) LF_FLOAT1(sqrt, sqrt)
-LF_FLOAT1(sin, sin) LF_FLOAT1(cos, cos) LF_FLOAT1(tan, tan) LF_FLOAT1(asin, asin)
-LF_FLOAT1(acos, acos) LF_FLOAT1(atan, atan) LF_FLOAT1(sinh, sinh) LF_FLOAT1(cosh, cosh)
-LF_FLOAT1(tanh, tanh) LF_FLOAT1(asinh, asinh) LF_FLOAT1(acosh, acosh) LF_FLOAT1(atanh, atanh)
-LF_FLOAT1(erf, erf) LF_FLOAT1(erfc, erfc) LF_FLOAT1(lgamma, lgamma)
-LF_FLOAT2(atan2, atan2) LF_FLOAT2(fmod, fmod) LF_FLOAT2(copysign, copysign)
-LF_FLOAT2(hypot, hypot) LF_FLOAT2(pow, pow)
-LF_ANY1(neg, -(LF_W(T))a) LF_ANY1(abs, a < 0 ? -(LF_W(T))a : a)
-LF_ANY1(sign, (T(0) < a) - (a < T(0)))
-LF_ANY1(floor, a) LF_ANY1(ceil, a) LF_ANY1(round, a) LF_ANY1(trunc, a)
-LF_ANY1(bitwise_not, ~a) LF_ANY1(reciprocal, T(1) / a) LF_ANY1(rsqrt, T(1) / lf_sqrt(a))
-LF_ANY1(sigmoid, T(1) / (T(1) + lf_exp(-a)))
-LF_FLOAT1(abs, fabs) LF_FLOAT1(floor, floor) LF_FLOAT1(ceil, ceil) LF_FLOAT1(round, rint)
-LF_FLOAT1(trunc, trunc)
-LF_D bool lf_bitwise_not(bool a) { return !a; }
-LF_BOOL1(logical_not, !(a != 0)) LF_BOOL1(isnan, a != a) LF_BOOL1(isinf, false)
-LF_D bool lf_isinf(float a) { return fabsf(a) == __int_as_float(0x7f800000); }
-LF_D bool lf_isinf(double a) { return fabs(a) == __longlong_as_double(0x7ff0000000000000LL); }
-LF_ANY2(add, (LF_W(T))a + (LF_W(T))b) LF_ANY2(sub, (LF_W(T))a - (LF_W(T))b)
-LF_ANY2(mul, (LF_W(T))a * (LF_W(T))b) LF_ANY2(div, a / b)
-LF_ANY2(maximum, a != a ? a : (b != b ? b : (a < b ? b : a)))
-LF_ANY2(minimum, a != a ? a : (b != b ? b : (b < a ? b : a)))
-LF_ANY2(bitwise_and, a & b) LF_ANY2(bitwise_or, a | b) LF_ANY2(bitwise_xor, a ^ b)
-LF_BOOL2(eq, a == b) LF_BOOL2(ne, a != b) LF_BOOL2(lt, a < b) LF_BOOL2(le, a <= b)
-LF_BOOL2(gt, a > b) LF_BOOL2(ge, a >= b)
-LF_BOOL2(logical_and, (a != 0) && (b != 0)) LF_BOOL2(logical_or, (a != 0) || (b != 0))
-LF_BOOL2(logical_xor, (a != 0) != (b != 0))
-template <class T> LF_D T lf_pow(T a, T b) {
-  if (b < 0) return a == 1 ? T(1) : (a == -1 ? (T)((b & 1) ? -1 : 1) : T(0));
-  unsigned long long r = 1, x = (unsigned long long)(lf_i64)a;
-  for (lf_i64 e = b; e != 0; e >>= 1, x *= x) {
-    if (e & 1) r *= x;
-  }
-  return (T)(lf_i64)r;
-}
-#define LF_POW_UNIFORM(T, pw, root) \
-  LF_D T lf_pow_uniform(T a, T b) { \
-    if (b == (T)2) return a * a; \
-    if (b == (T)3) return a * a * a; \
-    if (b == (T)0.5) return root(a); \
-    if (b == (T)-0.5) return (T)1 / root(a); \
-    if (b == (T)-1) return (T)1 / a; \
-    if (b == (T)-2) return (T)1 / (a * a); \
-    return pw(a, b); \
-  }
-LF_POW_UNIFORM(float, powf, sqrtf) LF_POW_UNIFORM(double, pow, sqrt)
-template <class T> LF_D T lf_div_by_scalar(T a, T b) { return a / b; }
-LF_D float lf_div_by_scalar(float a, float b) { return a * (1.0f / b); }
-LF_D double lf_div_by_scalar(double a, double b) { return a * (1.0 / b); }
-LF_D float lf_remainder(float a, float b) {
-  float m = fmodf(a, b);
-  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
-}
-LF_D double lf_remainder(double a, double b) {
-  double m = fmod(a, b);
-  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
-}
-struct lf_sum { template <class T> LF_D T f(T a, T b) { return lf_add(a, b); } };
+)LF";
+
+// The fixed text after them: the group reductions of Note [CUDA prelude].
+const char* const kCudaPreludeTail = R"LF(struct lf_sum { template <class T> LF_D T f(T a, T b) { return lf_add(a, b); } };
 struct lf_prod { template <class T> LF_D T f(T a, T b) { return lf_mul(a, b); } };
 struct lf_max {
   template <class T> LF_D T f(T a, T b) { return a != a ? a : ((b != b || b > a) ? b : a); }
@@ -207,7 +159,9 @@ template <int G, class T> LF_D void lf_group_arg(T& v, lf_i64& i, bool max, T* s
 )LF";
 
 const char* cudaPrelude() {
-  return kCudaPrelude;
+  static const std::string kPrelude =
+      preludeText(kCudaPreludeHead, &KernelFunction::cuda, kCudaPreludeTail);
+  return kPrelude.c_str();
 }
 
 const char* cudaComputeType(c10::ScalarType dtype) {

@@ -1,6 +1,7 @@
 #include "lowering/kernel_builder.h"
 
 #include "lazy_ir/check.h"
+#include "lowering/kernel_functions.h"
 
 #include <sstream>
 
@@ -14,13 +15,19 @@ c10::ScalarType computeType(c10::ScalarType dtype) {
 }
 
 bool returnsBool(const std::string& fn) {
-  static const char* const kBool[] = {"eq", "ne", "lt", "le", "gt", "ge", "logical_not",
-                                      "logical_and", "logical_or", "logical_xor", "isnan", "isinf"};
-  for (const char* name : kBool) {
-    if (fn == name) return true;
-  }
-  return false;
+  const KernelFunction* row = findKernelFunction(fn);
+  return row && row->result == FnResult::kBool;
 }
+
+namespace {
+
+/// Whether `fn` takes Bool arguments, to which KernelBuilder casts what it is given.
+bool takesBool(const std::string& fn) {
+  const KernelFunction* row = findKernelFunction(fn);
+  return row && row->args == FnArgs::kBool;
+}
+
+}  // namespace
 
 KernelBuilder::KernelBuilder(std::vector<int64_t> domain) { kernel_.domain = std::move(domain); }
 
@@ -141,7 +148,7 @@ KValue KernelBuilder::unary(const std::string& fn, KValue a) {
   instr.op = KOp::kUnary;
   instr.fn = fn;
   instr.dtype = returnsBool(fn) ? c10::ScalarType::Bool : dtypeOf(a);
-  instr.args = {fn == "logical_not" ? cast(a, c10::ScalarType::Bool) : a};
+  instr.args = {takesBool(fn) ? cast(a, c10::ScalarType::Bool) : a};
   return append(std::move(instr));
 }
 
@@ -152,7 +159,7 @@ KValue KernelBuilder::binary(const std::string& fn, KValue a, KValue b) {
   instr.op = KOp::kBinary;
   instr.fn = fn;
   instr.dtype = returnsBool(fn) ? c10::ScalarType::Bool : dtypeOf(a);
-  if (fn.rfind("logical_", 0) == 0) {
+  if (takesBool(fn)) {
     a = cast(a, c10::ScalarType::Bool);
     b = cast(b, c10::ScalarType::Bool);
   }

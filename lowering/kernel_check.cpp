@@ -2,37 +2,13 @@
 // code: a malformed kernel is our bug and must fail loudly, not render into wrong code.
 
 #include "lazy_ir/check.h"
+#include "lowering/kernel_functions.h"
 #include "lowering/kernel_ir.h"
 
 #include <cctype>
 
 namespace lazyfuse {
 namespace {
-
-// The kernel functions of Note [Kernel functions] and their arity; every target defines them all.
-struct KernelFunction {
-  const char* name;
-  int arity;
-};
-
-const KernelFunction kKernelFunctions[] = {
-    {"neg", 1},         {"abs", 1},         {"exp", 1},         {"exp2", 1},
-    {"expm1", 1},       {"log", 1},         {"log2", 1},        {"log10", 1},
-    {"log1p", 1},       {"sqrt", 1},        {"rsqrt", 1},       {"sin", 1},
-    {"cos", 1},         {"tan", 1},         {"asin", 1},        {"acos", 1},
-    {"atan", 1},        {"sinh", 1},        {"cosh", 1},        {"tanh", 1},
-    {"asinh", 1},       {"acosh", 1},       {"atanh", 1},       {"erf", 1},
-    {"erfc", 1},        {"sigmoid", 1},     {"floor", 1},       {"ceil", 1},
-    {"round", 1},       {"trunc", 1},       {"sign", 1},        {"reciprocal", 1},
-    {"logical_not", 1}, {"bitwise_not", 1}, {"isnan", 1},       {"isinf", 1},
-    {"lgamma", 1},      {"add", 2},         {"sub", 2},         {"mul", 2},
-    {"div", 2},         {"div_by_scalar", 2}, {"pow", 2},         {"atan2", 2},       {"fmod", 2},
-    {"remainder", 2},   {"maximum", 2},     {"minimum", 2},     {"eq", 2},
-    {"ne", 2},          {"lt", 2},          {"le", 2},          {"gt", 2},
-    {"ge", 2},          {"logical_and", 2}, {"logical_or", 2},  {"logical_xor", 2},
-    {"bitwise_and", 2}, {"bitwise_or", 2},  {"bitwise_xor", 2}, {"copysign", 2},
-    {"hypot", 2},       {"round_to_half", 1}, {"round_to_bfloat16", 1},
-};
 
 void checkBuffer(const Kernel& k, int32_t buffer, bool output) {
   LF_INTERNAL_ASSERT(buffer >= 0 && static_cast<size_t>(buffer) < k.buffers.size(), "buffer ",
@@ -88,10 +64,8 @@ const char* roundingFunction(c10::ScalarType dtype) {
 }
 
 int kernelFunctionArity(const std::string& fn) {
-  for (const KernelFunction& entry : kKernelFunctions) {
-    if (fn == entry.name) return entry.arity;
-  }
-  return 0;
+  const KernelFunction* row = findKernelFunction(fn);
+  return row ? row->arity : 0;
 }
 
 void ixCollectVars(const IxPtr& ix, std::vector<bool>& vars, std::vector<bool>& rvars) {

@@ -75,7 +75,7 @@ enum class KOp : uint8_t {
   kConst,   // `fvalue` for floating dtypes, `ivalue` for integer and Bool
   kParam,   // the kernel parameter `ivalue` (see KParam), converted to dtype
   kIndex,   // the integer value of `index`, as Long
-  kUnary,   // fn(args[0]); see the list in Note [Kernel functions]
+  kUnary,   // fn(args[0]); see the table of Note [Kernel functions]
   kBinary,  // fn(args[0], args[1])
   kWhere,   // args[0] (Bool) ? args[1] : args[2]
   kCast,    // args[0] converted to dtype (to Bool: != 0)
@@ -83,17 +83,21 @@ enum class KOp : uint8_t {
 };
 
 // Note [Kernel functions]
-// Unary: neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh
-//   cosh tanh asinh acosh atanh erf erfc sigmoid floor ceil round (half to even) trunc sign
-//   reciprocal logical_not (Bool result) bitwise_not isnan isinf (Bool results) lgamma
-//   round_to_half round_to_bfloat16 (a Float rounded to the nearest value of that type, NaN
-//   kept: what a store to and a load from such a buffer do)
-// Binary: add sub mul div (true division of floating values) pow atan2 fmod remainder (sign of
-//   the divisor, as torch.remainder) maximum minimum (NaN if either is NaN) eq ne lt le gt ge
-//   (Bool results) logical_and logical_or logical_xor (Bool) bitwise_and bitwise_or bitwise_xor
-//   copysign hypot
-// Integer division and remainder are not kernel functions: eager raises on a zero divisor, so
-// those ops run as ATen calls.
+// The functions a kUnary or kBinary instruction may call are the rows of one table,
+// kernelFunctions() in lowering/kernel_functions.cpp (Note [Kernel function table]). A row holds
+// the name and arity (checkKernel rejects any other), the argument types and whether the result is
+// Bool (KernelBuilder reads both), the text that defines lf_<name> in the CPU and in the CUDA
+// prelude (both preludes are assembled from the rows), whether a CPU row group caches it
+// (Note [CPU row groups]), and its reference: the ATen function whose eager CPU result it computes,
+// NaN, infinities, signed zeros and subnormals included (where eager's loops disagree, see
+// Note [Kernel function table]). Every test that covers the functions iterates the table:
+// test_kernel_functions.cpp compares each with its reference on the CPU target,
+// test_cuda_codegen.cpp compiles each with NVRTC, test_vectorized_loops.cpp requires each loop over
+// Float to vectorize. So a new function is a new row, and a lowering where an ATen op should use
+// it.
+// round_to_half and round_to_bfloat16 round a Float to the nearest value of that type, NaN kept:
+// what a store to and a load from such a buffer do. Integer division and remainder are not kernel
+// functions: eager raises on a zero divisor, so those ops run as ATen calls.
 
 struct KInstr {
   KOp op = KOp::kConst;

@@ -3,6 +3,7 @@
 #include "kernels/detail/render_text.h"
 
 #include "lazy_ir/check.h"
+#include "lowering/kernel_functions.h"
 
 #include <charconv>
 #include <cmath>
@@ -58,6 +59,16 @@ std::string finiteFloatText(double value) {
   std::string text(buffer, result.ptr);
   if (text.find_first_of(".e") == std::string::npos) text += ".0";
   return text[0] == '-' ? "(" + text + ")" : text;
+}
+
+std::string preludeText(const char* head, const char* KernelFunction::*spelling,
+                        const char* tail) {
+  std::string text = head;
+  for (const KernelFunction& fn : kernelFunctions()) {
+    text += fn.*spelling;
+    text += '\n';
+  }
+  return text + tail;
 }
 
 }  // namespace lazyfuse::detail

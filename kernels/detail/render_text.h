@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+namespace lazyfuse {
+struct KernelFunction;
+}
+
 namespace lazyfuse::detail {
 
 /// `flat / stride % size` as C text, dropping what cannot change the value.
@@ -26,5 +30,10 @@ const char* cComputeType(c10::ScalarType dtype);
 /// The shortest text that reads back as exactly `value`, which must be finite (std::to_chars
 /// ignores the locale); negative values are parenthesized.
 std::string finiteFloatText(double value);
+
+/// A target's prelude: `head`, then the `spelling` of every kernel function of the table
+/// (Note [Kernel function table]) on lines of its own, in the table's order, then `tail`.
+std::string preludeText(const char* head, const char* KernelFunction::*spelling,
+                        const char* tail);
 
 }  // namespace lazyfuse::detail

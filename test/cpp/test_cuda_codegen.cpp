@@ -1,11 +1,13 @@
 // The CUDA target without a GPU: the NVRTC and driver loaders, the CUDA renderer (every kernel
-// function, dtype, reduction kind and schedule compiles with NVRTC for sm_90), golden sources,
-// and the NVRTC compiler's errors and disk cache. See Note [CUDA kernel structure],
-// Note [CUDA prelude], Note [CUDA kernel cache key], Note [Finding NVRTC and the driver].
+// function of the table over each type it takes, every dtype, reduction kind and schedule
+// compiles with NVRTC for sm_90), golden sources, and the NVRTC compiler's errors and disk cache.
+// See Note [CUDA kernel structure], Note [CUDA prelude], Note [CUDA kernel cache key],
+// Note [Finding NVRTC and the driver].
 #include "kernels/cuda_api.h"
 #include "kernels/cuda_codegen.h"
 #include "kernels/cuda_compiler.h"
 #include "kernels/detail/cuda_dialect.h"
+#include "lowering/kernel_functions.h"
 #include "test/cpp/golden.h"
 #include "test/cpp/kernel_test_builder.h"
 
@@ -25,21 +27,6 @@ using testing::KernelBuilder;
 
 constexpr int kHopper = 90;
 
-const char* const kFloatUnary[] = {
-    "neg",  "abs",  "exp",   "exp2",  "expm1", "log",   "log2",    "log10", "log1p",
-    "sqrt", "rsqrt", "sin",  "cos",   "tan",   "asin",  "acos",    "atan",  "sinh",
-    "cosh", "tanh", "asinh", "acosh", "atanh", "erf",   "erfc",    "sigmoid", "floor",
-    "ceil", "round", "trunc", "sign", "reciprocal", "lgamma"};
-const char* const kFloatBinary[] = {"add",   "sub",       "mul",     "div",     "pow",
-                                    "atan2", "fmod",      "remainder", "maximum", "minimum",
-                                    "copysign", "hypot"};
-const char* const kIntUnary[] = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc",
-                                 "bitwise_not"};
-const char* const kIntBinary[] = {"add", "sub", "mul", "pow", "maximum", "minimum",
-                                  "bitwise_and", "bitwise_or", "bitwise_xor"};
-const char* const kPredicates[] = {"eq", "ne", "lt", "le", "gt", "ge",
-                                   "logical_and", "logical_or", "logical_xor"};
-
 bool isFloating(ScalarType dtype) {
   return dtype == ScalarType::Float || dtype == ScalarType::Double;
 }
@@ -58,21 +45,13 @@ Kernel everyFunction(const std::string& name, ScalarType dtype, ScalarType store
     acc = b.fn("add", compute, {acc, cast});
   };
   bool floating = isFloating(compute);
-  if (compute == ScalarType::Bool) {
-    accumulate(b.fn("logical_not", ScalarType::Bool, {x}));
-    accumulate(b.fn("bitwise_not", ScalarType::Bool, {y}));
+  for (const KernelFunction& fn : kernelFunctions()) {
+    if (!fnAcceptsType(fn.args, compute)) continue;
+    std::vector<int32_t> args = {x, y};
+    args.resize(fn.arity);
+    ScalarType result = fn.result == FnResult::kBool ? ScalarType::Bool : compute;
+    accumulate(b.fn(fn.name, result, args));
   }
-  for (const char* f : floating ? std::vector<const char*>(std::begin(kFloatUnary), std::end(kFloatUnary))
-                                : std::vector<const char*>(std::begin(kIntUnary), std::end(kIntUnary))) {
-    if (compute != ScalarType::Bool) accumulate(b.fn(f, compute, {x}));
-  }
-  for (const char* f : floating ? std::vector<const char*>(std::begin(kFloatBinary), std::end(kFloatBinary))
-                                : std::vector<const char*>(std::begin(kIntBinary), std::end(kIntBinary))) {
-    if (compute != ScalarType::Bool) accumulate(b.fn(f, compute, {x, y}));
-  }
-  for (const char* f : kPredicates) accumulate(b.fn(f, ScalarType::Bool, {x, y}));
-  accumulate(b.fn("isnan", ScalarType::Bool, {x}));
-  accumulate(b.fn("isinf", ScalarType::Bool, {y}));
   int32_t cond = b.fn("gt", ScalarType::Bool, {x, y});
   accumulate(b.op(KOp::kWhere, compute, {cond, x, y}));
   KInstr index;

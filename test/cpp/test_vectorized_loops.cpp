@@ -3,15 +3,16 @@
 // inside it (sincosf, floorf under trapping math, a branch next to a libmvec call, a _Float16
 // conversion) turns the whole loop scalar, and a 10-op chain fell to 0.3x eager that way while
 // every value stayed right. This test renders a corpus of kernels (every kernel function of
-// Note [Kernel functions] over Float, the float functions again over Half and BFloat16 buffers,
+// the table of Note [Kernel functions] over Float, some again over Half and BFloat16 buffers,
 // Double, integer and Bool ones, broadcast loads), compiles them with the
 // flags compileCpp uses plus GCC's vectorization report (-fopt-info-vec-optimized), and
 // requires the report to name each kernel's `omp simd` loop as vectorized. The functions that
-// have no vector implementation to call are listed in kScalarFunctions with the reason; the
-// test holds them to it, so the list (and docs/kernel_sweep.md) is updated when one changes.
+// have no vector implementation to call say why in their row's cpu_scalar; the test holds them
+// to it, so the row (and docs/kernel_sweep.md) is updated when one changes.
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_compiler.h"
 #include "lowering/kernel_builder.h"
+#include "lowering/kernel_functions.h"
 #include "test/cpp/kernel_test_builder.h"
 
 #include <gtest/gtest.h>
@@ -35,29 +36,18 @@ namespace fs = std::filesystem;
 using c10::ScalarType;
 using Builder = testing::KernelBuilder;
 
-const std::vector<std::string> kFloatUnary = {
-    "neg",   "abs",   "exp",   "exp2",    "expm1",   "log",   "log2",  "log10",      "log1p",
-    "sqrt",  "rsqrt", "sin",   "cos",     "tan",     "asin",  "acos",  "atan",       "sinh",
-    "cosh",  "tanh",  "asinh", "acosh",   "atanh",   "erf",   "erfc",  "sigmoid",    "floor",
-    "ceil",  "round", "trunc", "sign",    "reciprocal", "isnan", "isinf", "lgamma",
-    "round_to_half", "round_to_bfloat16"};
-const std::vector<std::string> kFloatBinary = {
-    "add", "sub", "mul", "div", "pow", "atan2", "fmod", "remainder", "maximum", "minimum",
-    "eq", "ne", "lt", "le", "gt", "ge", "copysign", "hypot"};
 const std::vector<std::string> kIntFunctions = {"neg", "abs", "add", "sub", "mul", "maximum",
                                                 "minimum", "bitwise_not", "bitwise_and",
                                                 "bitwise_or", "bitwise_xor", "eq", "lt"};
 const std::vector<std::string> kBoolFunctions = {"logical_not", "logical_and", "logical_or",
                                                  "logical_xor"};
 
-// Kernel functions whose loop stays scalar, and why. glibc's libmvec has no lgamma and no fmod,
-// and both must be exact (fmod) or follow glibc's special values (lgamma), so each element is a
-// call of the scalar function; remainder is fmod plus a correction.
-const std::map<std::string, std::string> kScalarFunctions = {
-    {"lgamma", "no vector lgamma in libmvec"},
-    {"fmod", "no vector fmod in libmvec; the result must be exact"},
-    {"remainder", "fmod plus a sign correction; see fmod"},
-};
+/// Why the loop of kernel function `fn` over Float stays scalar (its row's cpu_scalar), or
+/// nullptr.
+const char* scalarReason(const std::string& fn) {
+  const KernelFunction* row = findKernelFunction(fn);
+  return row ? row->cpu_scalar : nullptr;
+}
 
 /// How a kernel of the corpus reads its inputs over a [64, 64] domain.
 enum class Layout { kContiguous, kTransposed, kBroadcast };
@@ -105,8 +95,9 @@ std::vector<Case> corpus() {
     const std::string name = "vec_" + std::to_string(cases.size()) + "_" + fn;
     cases.push_back(makeCase(fn, dtype, layout, name));
   };
-  for (const auto* list : {&kFloatUnary, &kFloatBinary}) {
-    for (const std::string& fn : *list) add(fn, ScalarType::Float, Layout::kContiguous);
+  for (const KernelFunction& fn : kernelFunctions()) {
+    if (!fnAcceptsType(fn.args, ScalarType::Float)) continue;
+    add(fn.name, ScalarType::Float, Layout::kContiguous);
   }
   for (ScalarType half : {ScalarType::Half, ScalarType::BFloat16}) {
     for (const char* fn : {"add", "mul", "div", "exp", "sin", "cos", "tanh", "sigmoid",
@@ -182,7 +173,10 @@ TEST(VectorizedLoopsTest, EveryKernelFunctionLoopIsVectorized) {
   std::ofstream(src) << source;
   std::string command;
   for (const std::string& arg : cpuCompileCommand()) command += arg + " ";
-  command += "-fopt-info-vec-optimized -c -x c++ " + src + " -o " + dir + "/corpus.o";
+  // -fno-ipa-icf: GCC would fold kernels of the same code into one (div and div_by_scalar are
+  // the same on the CPU), and report the loop of the one it keeps only.
+  command += "-fno-ipa-icf -fopt-info-vec-optimized -c -x c++ " + src + " -o " + dir +
+             "/corpus.o";
   int status = 0;
   const std::string report = runCommand(command, status);
   fs::remove_all(dir);
@@ -205,11 +199,12 @@ TEST(VectorizedLoopsTest, EveryKernelFunctionLoopIsVectorized) {
     for (int line : it->second) {
       all = all && (vectorized.count(line) > 0 || vectorized.count(line + 1) > 0);
     }
-    const bool scalar_expected = kScalarFunctions.count(c.fn) > 0 &&
+    const bool scalar_expected = scalarReason(c.fn) != nullptr &&
                                  computeType(c.dtype) != ScalarType::Int;
     if (scalar_expected) {
-      EXPECT_FALSE(all) << c.name << " is vectorized now: take " << c.fn
-                        << " off kScalarFunctions and docs/kernel_sweep.md's list";
+      EXPECT_FALSE(all) << c.name << " is vectorized now: clear " << c.fn
+                        << "'s cpu_scalar in the kernel function table and take it off "
+                           "docs/kernel_sweep.md's list";
     } else {
       EXPECT_TRUE(all) << c.name << " (" << c.fn << " over " << c.dtype
                        << ") is not vectorized; its source:\n"
