@@ -35,8 +35,11 @@ std::string withoutPrelude(const std::string& source, const std::string& prelude
 }
 
 void expectReplays(const std::string& name, const std::function<Case()>& make) {
-  Case c = make();
+  Case c = make(), again = make();
   ASSERT_FALSE(c.plan.kernels.empty()) << name << " has no fused kernel";
+  // Two recordings of the same program lower and render byte-identically.
+  EXPECT_EQ(printPlan(c.graph, c.plan), printPlan(again.graph, again.plan));
+  EXPECT_EQ(renderCppProgram(c.plan).source, renderCppProgram(again.plan).source);
   const std::string cpu_prelude =
       "// codegen version " + std::to_string(kCpuCodegenVersion) + "\n" + detail::cpuPrelude();
   testing::expectMatchesGolden("replay/" + name + ".cpu.plan.txt", printPlan(c.graph, c.plan));
@@ -96,6 +99,10 @@ TEST(CodegenReplay, ReshapeOfComputedValue) {
 
 TEST(CodegenReplay, RowReduction) {
   expectReplays("row_sum_exp", [] { return record(rowsInputs(), sumExp); });
+}
+
+TEST(CodegenReplay, Softmax) {
+  expectReplays("softmax", [] { return record(rowsInputs(), softmax); });
 }
 
 TEST(CodegenReplay, SoftmaxRowGroup) {

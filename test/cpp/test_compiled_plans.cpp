@@ -1,13 +1,12 @@
 // The fusion partitioner's plans compiled for the CPU target: the values they compute against
-// eager CPU, and golden dumps of plans and generated C++. The graphs are in partition_graphs.h.
+// eager CPU (their generated source is pinned by test_codegen_replay.cpp). The graphs are in
+// partition_graphs.h.
 // See Note [Fusion partitioning] in lowering/partition.cpp.
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_compiler.h"
 #include "kernels/cpu_row_groups.h"
-#include "kernels/detail/cpu_dialect.h"
 #include "kernels/plan_runner.h"
 #include "lowering/print_plan.h"
-#include "test/cpp/golden.h"
 #include "test/cpp/partition_graphs.h"
 #include "test/cpp/recorded_case.h"
 
@@ -27,9 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace testing_case;
-
-/// The source the CPU target compiles for `plan`: its kernels, and its row groups.
-std::string kernelSource(const ExecutionPlan& plan) { return renderCppProgram(plan).source; }
 
 // --- execution: the compiled plans compute what eager CPU does ---
 
@@ -114,43 +110,6 @@ TEST_F(PartitionRunTest, ExternBoundary) {
 TEST_F(PartitionRunTest, LayerNorm) { expectRunsLikeEager(layerNormCase(), 1e-5, 1e-5); }
 TEST_F(PartitionRunTest, LayerNormRowGroup) {
   expectRunsLikeEager(layerNormCase(16, 20, 16), 1e-5, 1e-5);
-}
-
-// --- golden dumps of plans and generated C++ ---
-
-void expectGoldenAndDeterministic(const std::string& name, const std::function<Case()>& make) {
-  Case first = make(), second = make();
-  const std::string plan = printPlan(first.graph, first.plan);
-  const std::string source = kernelSource(first.plan);
-  // Two recordings of the same program lower and render byte-identically.
-  EXPECT_EQ(plan, printPlan(second.graph, second.plan));
-  EXPECT_EQ(source, kernelSource(second.plan));
-  EXPECT_EQ(source, kernelSource(first.plan));
-  testing::expectMatchesGolden(name + ".plan.txt", plan);
-  // The golden file holds the kernels: the prelude every source starts with is a fixed text.
-  const std::string prelude =
-      "// codegen version " + std::to_string(kCpuCodegenVersion) + "\n" + detail::cpuPrelude();
-  ASSERT_EQ(source.compare(0, prelude.size(), prelude), 0)
-      << "source does not start with the prelude";
-  testing::expectMatchesGolden(name + ".cpp", source.substr(prelude.size()));
-}
-
-TEST(PartitionGoldenTest, PointwiseBroadcast) {
-  expectGoldenAndDeterministic("pointwise_broadcast",
-                               [] { return record(broadcastInputs(), broadcastChain); });
-}
-
-TEST(PartitionGoldenTest, Softmax) {
-  expectGoldenAndDeterministic("softmax", [] { return record(rowsInputs(), softmax); });
-}
-
-TEST(PartitionGoldenTest, SoftmaxCompositeRowGroup) {
-  expectGoldenAndDeterministic("softmax_composite",
-                               [] { return record(rowsInputs(), softmaxComposite); });
-}
-
-TEST(PartitionGoldenTest, LayerNormForward) {
-  expectGoldenAndDeterministic("layer_norm", [] { return layerNormCase(); });
 }
 
 }  // namespace

@@ -14,9 +14,7 @@ namespace lazyfuse {
 namespace {
 
 c10::OperatorHandle opNamed(const char* name, const char* overload) {
-  auto op = c10::Dispatcher::singleton().findSchema({name, overload});
-  EXPECT_TRUE(op.has_value()) << name;
-  return *op;
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
 }
 
 TEST(OpTraits, MarkEagerWhileOtherThreadsRead) {
