@@ -10,12 +10,14 @@
 #include "test/cpp/golden.h"
 #include "test/cpp/partition_graphs.h"
 #include "test/cpp/recorded_case.h"
+#include "test/cpp/temp_dir.h"
 
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,7 +27,6 @@
 namespace lazyfuse {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace testing_case;
 
 /// The source the CPU target compiles for `plan`: its kernels, and its row groups.
@@ -36,17 +37,13 @@ std::string kernelSource(const ExecutionPlan& plan) { return renderCppProgram(pl
 class PartitionRunTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string pattern = (fs::temp_directory_path() / "lf-partition-test-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
+    root_ = std::make_unique<testing::TempDir>("lf-partition-test");
+    ASSERT_TRUE(root_->made());
   }
-  static void TearDownTestSuite() {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
+  static void TearDownTestSuite() { root_.reset(); }
   void SetUp() override {
     if (!cpuCompilerAvailable()) GTEST_SKIP() << "no C++ compiler";
-    setenv("LAZYFUSE_CACHE_DIR", root_.c_str(), /*overwrite=*/1);
+    root_->useAsCacheDir();
   }
 
   static void expectRunsLikeEager(const Case& c, double rtol = 1e-5, double atol = 1e-6) {
@@ -81,10 +78,10 @@ class PartitionRunTest : public ::testing::Test {
     }
   }
 
-  static std::string root_;
+  static std::unique_ptr<testing::TempDir> root_;
 };
 
-std::string PartitionRunTest::root_;
+std::unique_ptr<testing::TempDir> PartitionRunTest::root_;
 
 TEST_F(PartitionRunTest, PointwiseChain) {
   expectRunsLikeEager(record(chainInputs(), pointwiseChain));
