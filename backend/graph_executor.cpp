@@ -1,5 +1,7 @@
 #include "backend/graph_executor.h"
 
+#include "backend/detail/graph_cache.h"
+#include "backend/detail/kept_values.h"
 #include "backend/device.h"
 #include "backend/logging.h"
 #include "lazy_ir/metrics.h"
@@ -14,100 +16,17 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <memory>
-#include <mutex>
 #include <sstream>
-#include <unordered_map>
-#include <unordered_set>
 
 namespace lazyfuse {
 namespace {
 
-// Note [Fusing recurring small graphs]
-// Under LAZYFUSE_FUSION=auto a graph with little work runs node by node, since compiling its
-// kernels (~0.1 s with a cold disk cache, ~2 ms from it) costs more than fusing saves in one
-// run (Note [When graphs are fused]). A graph that recurs is another matter: a training or
-// inference loop over a small model runs the same graph every step, and node by node each run
-// costs an ATen call (on a GPU, a launch) of a few microseconds per node, where the fused plan
-// is a few kernels. So a cached plan left unfused for its size is compiled fused once its runs
-// times its nodes reach kNodeRunsBeforeFusing, and replaces the cached one (counted in
-// RecurringGraphsFused; it is not a new graph, so UncachedCompile does not count it): a
-// 1000-node graph on its third run, a 100-node training step on its 20th, a 5-node graph
-// never before its 400th. PyTorch's OpInfo sweep, whose thousands of small graphs mostly run
-// a few times, would compile about 3000 more graphs with a plain "third run" rule. Fused
-// kernels compute what the ATen kernels do (the fusion tests hold both to eager), so a value
-// differs from one run to the next by rounding at most.
-constexpr int64_t kNodeRunsBeforeFusing = 2000;
-constexpr int64_t kMinRunsBeforeFusing = 3;
-
-struct CachedPlan {
-  std::shared_ptr<const CompiledPlan> plan;
-  int64_t runs = 0;
-  std::shared_ptr<PlanReplay> replay = std::make_shared<PlanReplay>();
-};
-
-/// A cached plan and its replay state.
-struct PlanEntry {
-  std::shared_ptr<const CompiledPlan> plan;
-  std::shared_ptr<PlanReplay> replay;
-};
-
-struct GraphCache {
-  std::mutex mutex;
-  std::unordered_map<HashValue, CachedPlan> plans;
-};
-
-GraphCache& graphCache() {
-  static GraphCache* instance = new GraphCache();
-  return *instance;
-}
-
-PlanEntry planFor(const Graph& graph) {
-  GraphCache& cache = graphCache();
-  {
-    std::unique_lock<std::mutex> lock(cache.mutex);
-    auto it = cache.plans.find(graph.hash());
-    if (it != cache.plans.end()) {
-      metrics::cached_compile.add();
-      CachedPlan& entry = it->second;
-      ++entry.runs;
-      const int64_t nodes = static_cast<int64_t>(graph.nodes().size());
-      if (!entry.plan->fuse_when_recurring || entry.runs < kMinRunsBeforeFusing ||
-          entry.runs * nodes < kNodeRunsBeforeFusing) {
-        return {entry.plan, entry.replay};
-      }
-      lock.unlock();
-      // See Note [Fusing recurring small graphs].
-      std::shared_ptr<const CompiledPlan> fused;
-      {
-        ScopedTimer timer(metrics::compile_time);
-        RECORD_USER_SCOPE("lazyfuse::compile");
-        fused = compilePlan(graph, /*recurring=*/true);
-      }
-      metrics::recurring_graphs_fused.add();
-      metrics::unfused_nodes.add(fused->plan.unfused_nodes);
-      lock.lock();
-      CachedPlan& replaced = cache.plans[graph.hash()];
-      replaced.plan = fused;
-      return {fused, replaced.replay};
-    }
-  }
-  // Before compiling: a lowering that fails names this graph, and the dump shows it.
-  if (dumpRequested("ir")) writeDump(graph, "graph", ".txt", printText(graph));
-  std::shared_ptr<const CompiledPlan> plan;
-  {
-    ScopedTimer timer(metrics::compile_time);
-    RECORD_USER_SCOPE("lazyfuse::compile");
-    plan = compilePlan(graph);
-  }
-  metrics::uncached_compile.add();
-  metrics::unfused_nodes.add(plan->plan.unfused_nodes);
-  LF_LOG_DEBUG("new graph 0x", std::hex, graph.hash(), std::dec, ": ", graph.nodes().size(),
-               " nodes, ", plan->plan.steps.size(), " steps, ", plan->plan.kernels.size(),
-               " kernels");
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  auto [entry, added] = cache.plans.emplace(graph.hash(), CachedPlan{plan, 1});
-  return {entry->second.plan, entry->second.replay};
-}
+using detail::addKeptOutputs;
+using detail::freeDataInputs;
+using detail::internalUses;
+using detail::nodesToKeep;
+using detail::planFor;
+using detail::PlanEntry;
 
 // Note [Renaming ops share their input's buffer]
 // The buffers behind lazy tensors are never written in place while anything else holds them
@@ -132,117 +51,6 @@ bool renamesDeviceData(const Graph& graph, std::vector<at::Tensor>& buffers) {
     buffers.push_back(input.data());
   }
   return true;
-}
-
-// Note [Values a sync keeps for later]
-// A sync computes its targets, and on the way every value they depend on. Some of those values
-// are needed again: a pending value outside the graph reads them, or a live tensor that is not a
-// target holds them. The common case is a training loop that calls `loss.item()` each step and
-// never mark_step(): the item syncs the forward pass, which reads the parameters as the last
-// step's optimizer left them, while this step's optimizer update (pending, outside the graph)
-// reads them too. Were only the targets stored, the next sync would compute those parameters
-// again from the step before, and that one from the step before it: each graph would be larger
-// than the last (a new compile every step, and work growing with the step count), and every
-// step's tensors would stay alive through the pending trace.
-// So the values of a graph's nodes that something outside the graph still reaches (more
-// references than the graph, the roots and the targets account for, the count that
-// freeDataInputs makes for donation) become graph outputs too. After the run each such node
-// gets its buffers (Graph::setComputed): later graphs read them as device data where they would
-// have computed the node, the node lets go of its inputs, and a live tensor pending on the node
-// takes the buffer when next synced. So each step's graph starts from stored values, as eager's
-// steps do, and its hash recurs. A random op computed once keeps its values too, as eager
-// would. A mark_step() syncs every live tensor: nothing outside its targets holds a value, so
-// it keeps no extra outputs.
-// Donation (Note [Donated buffers]) follows: what a kept node reads is not held by it, since
-// nothing will compute the node again, so the loop's optimizer updates its state in place as
-// under mark_step(). Device data standing for a computed node may be donated when nothing
-// outside the graph reaches that node. Should the run fail after it donated device data, the
-// kept nodes are marked failed instead (Graph::setFailed), like the targets (Note [Failed
-// syncs]): what they read may be overwritten.
-
-/// How many references to each node of `graph` the graph itself, `roots` and the targets (the
-/// LazyData `roots` came from, each counted once) account for.
-std::vector<size_t> internalUses(const Graph& graph, const std::vector<Value>& roots,
-                                 const std::vector<LazyData*>& targets) {
-  const std::vector<NodePtr>& nodes = graph.nodes();
-  std::vector<size_t> internal(nodes.size(), 1);  // the graph's own reference
-  for (size_t position = 0; position < nodes.size(); ++position) {
-    for (const NodeRef& input : graph.inputsOf(position)) ++internal[input.position];
-  }
-  LF_INTERNAL_ASSERT(graph.outputs().size() >= roots.size(), "a graph output per root");
-  std::unordered_set<const LazyData*> seen;
-  for (size_t i = 0; i < roots.size(); ++i) {
-    const uint32_t position = graph.outputs()[i].position;
-    // A root whose node was computed resolves to device data the root does not reference.
-    if (nodes[position].get() != roots[i].node.get()) continue;
-    internal[position] += 1 + (seen.insert(targets[i]).second ? 1 : 0);
-  }
-  // Device data standing for a computed node: the inputs that read it name that node, not the
-  // device data, and the node holds the device data. That hold is the graph's own when nothing
-  // but the graph's nodes (and the graph's references to it, one per ComputedInput) name the
-  // computed node.
-  std::unordered_map<const Node*, size_t> entries;
-  for (const Graph::ComputedInput& in : graph.computedInputs()) ++entries[in.owner.get()];
-  for (const Graph::ComputedInput& in : graph.computedInputs()) {
-    internal[in.position] -= in.resolved;
-    if (in.owner.use_count() == in.uses + entries[in.owner.get()]) ++internal[in.position];
-  }
-  return internal;
-}
-
-/// For each node position of `graph`, whether it is device data whose node nothing reaches but
-/// the graph and the sync targets, which the run replaces: its buffer may be donated (Note
-/// [Donated buffers] in lowering/plan_donations.cpp). That is, it has no more references than
-/// `internal` (internalUses) accounts for. An op node held from outside does not hold what it
-/// reads: the run stores its value (Note [Values a sync keeps for later]), or, failing after a
-/// donation, marks it failed.
-std::vector<uint8_t> freeDataInputs(const Graph& graph, const std::vector<size_t>& internal) {
-  const std::vector<NodePtr>& nodes = graph.nodes();
-  std::vector<uint8_t> free(nodes.size(), 0);
-  for (uint32_t position : graph.dataPositions()) {
-    free[position] = static_cast<size_t>(nodes[position].use_count()) <= internal[position];
-  }
-  return free;
-}
-
-/// The op nodes of `graph` that something outside it still reaches; their values are kept. See
-/// Note [Values a sync keeps for later].
-std::vector<uint32_t> nodesToKeep(const Graph& graph, const std::vector<size_t>& internal) {
-  const std::vector<NodePtr>& nodes = graph.nodes();
-  std::vector<uint32_t> keep;
-  for (size_t position = 0; position < nodes.size(); ++position) {
-    if (nodes[position]->kind() != OpKind::kAten || nodes[position]->numOutputs() == 0) continue;
-    if (static_cast<size_t>(nodes[position].use_count()) > internal[position]) {
-      keep.push_back(static_cast<uint32_t>(position));
-    }
-  }
-  return keep;
-}
-
-/// Makes every output of the nodes at `keep` a graph output (after the roots), and returns, per
-/// node, the graph output index of each of its outputs.
-std::vector<std::vector<size_t>> addKeptOutputs(Graph& graph, const std::vector<uint32_t>& keep) {
-  std::vector<std::vector<size_t>> slots(keep.size());
-  std::vector<NodeRef> added;
-  const size_t roots = graph.outputs().size();
-  for (size_t k = 0; k < keep.size(); ++k) {
-    const uint32_t position = keep[k];
-    const size_t count = graph.nodes()[position]->numOutputs();
-    for (uint32_t index = 0; index < count; ++index) {
-      size_t slot = roots + added.size();
-      for (size_t i = 0; i < roots; ++i) {
-        const NodeRef& out = graph.outputs()[i];
-        if (out.position == position && out.index == index) {
-          slot = i;
-          break;
-        }
-      }
-      if (slot == roots + added.size()) added.push_back({position, index});
-      slots[k].push_back(slot);
-    }
-  }
-  graph.addOutputs(added);
-  return slots;
 }
 
 std::string currentErrorMessage();
@@ -414,16 +222,6 @@ std::string dumpGraph(c10::ArrayRef<at::Tensor> tensors, const std::string& form
   Graph graph = Graph::fromRoots(roots);
   if (format == "plan") return printPlan(graph, lowerForTarget(graph, chooseTarget()));
   return format == "dot" ? printDot(graph) : printText(graph);
-}
-
-size_t graphCacheSize() {
-  std::lock_guard<std::mutex> lock(graphCache().mutex);
-  return graphCache().plans.size();
-}
-
-void clearGraphCache() {
-  std::lock_guard<std::mutex> lock(graphCache().mutex);
-  graphCache().plans.clear();
 }
 
 }  // namespace lazyfuse

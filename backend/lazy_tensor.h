@@ -162,4 +162,15 @@ void forEachTensor(const c10::IValue& v, Fn fn) {
   }
 }
 
+/// The tensors of the last `num_results` entries of `stack`, in order, tensor lists flattened.
+inline std::vector<at::Tensor> resultTensors(const torch::jit::Stack& stack, size_t num_results) {
+  std::vector<at::Tensor> results;
+  for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
+    if (stack[r].isTensor()) results.push_back(stack[r].toTensor());
+    if (!stack[r].isTensorList()) continue;
+    for (const at::Tensor& t : stack[r].toTensorList()) results.push_back(t);
+  }
+  return results;
+}
+
 }  // namespace lazyfuse

@@ -1,6 +1,7 @@
 #include "backend/op_traits.h"
 
 #include "backend/aux_outputs.h"
+#include "lazy_ir/text.h"
 
 #include <algorithm>
 #include <memory>
@@ -90,11 +91,6 @@ int outDtypeArgOf(const c10::FunctionSchema& schema, const std::vector<uint8_t>&
   if (reductions.count(schema.name()) == 0 || !isOut(schema, written)) return -1;
   auto index = schema.argumentIndexWithName("dtype");
   return index ? static_cast<int>(*index) : -1;
-}
-
-bool endsWith(const std::string& name, const std::string& suffix) {
-  return name.size() > suffix.size() &&
-         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // See Note [View geometry].

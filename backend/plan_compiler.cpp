@@ -32,7 +32,7 @@ namespace {
 //   0               never
 // It is read at each new graph, so a test can switch it; cached plans keep their decision,
 // except that a small graph that recurs is fused after all (Note [Fusing recurring small
-// graphs] in backend/graph_executor.cpp).
+// graphs] in backend/graph_cache.cpp).
 // LAZYFUSE_NVRTC_CHECK=<arch> (e.g. 90) makes every CPU-fused graph also render its kernels as
 // CUDA and compile them with NVRTC for that architecture, counting CudaCheckFailures: how the
 // test suite proves, without a GPU, that every kernel it generates compiles for the GPU.

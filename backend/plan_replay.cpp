@@ -1,6 +1,14 @@
 #include "backend/plan_replay.h"
 
-#include "kernels/interrupts.h"
+#include "backend/detail/captured_run.h"
+#include "backend/device.h"
+#include "backend/logging.h"
+#include "kernels/cuda_graph.h"
+#include "kernels/plan_runner.h"
+#include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
+#include "lazy_ir/metrics.h"
+#include "lowering/lowerings.h"
 
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eq.h>
@@ -9,18 +17,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <string>
-#include <unordered_map>
-
-#include "backend/device.h"
-#include "backend/logging.h"
-#include "lazy_ir/metrics.h"
-#include "kernels/cuda_graph.h"
-#include "kernels/plan_runner.h"
-#include "lazy_ir/check.h"
-#include "lazy_ir/config.h"
-#include "lowering/lowerings.h"
 
 namespace lazyfuse {
 
@@ -77,30 +74,13 @@ namespace lazyfuse {
 // what a replay reads and writes. LAZYFUSE_CUDA_GRAPHS=0 turns replay off.
 constexpr int64_t kRunsBeforeCapture = 3;
 constexpr int kMaxCaptures = 8;
-constexpr size_t kCloneBytes = size_t{1} << 20;
 // A captured graph keeps the memory of its run (its pool) for as long as it lives: at most this
 // many live at once, the plans first captured (a program whose shapes keep changing makes new
 // plans without end).
 constexpr int kMaxLiveGraphs = 64;
 
-namespace {
+namespace detail {
 
-enum class OutputKind : uint8_t {
-  kInput,   // memory of a device data the graph reads in place
-  kStatic,  // memory of the graph, handed out
-  kClone,   // memory of the graph, copied out
-};
-
-struct OutputSource {
-  OutputKind kind = OutputKind::kStatic;
-  uint32_t position = 0;  // kInput: the device data
-  bool same = false;      // kInput: the device data's tensor itself
-  int32_t storage = -1;   // kStatic, kClone: index into CapturedRun::statics
-  std::vector<int64_t> sizes, strides;
-  int64_t offset = 0;  // storage offset; for kInput, from the input's
-};
-
-/// True when `a` and `b` hold the same values, NaN matching NaN.
 bool sameValues(const at::Tensor& a, const at::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
   if (a.numel() == 0) return true;
@@ -111,16 +91,24 @@ bool sameValues(const at::Tensor& a, const at::Tensor& b) {
   return equal.all().item<bool>();
 }
 
-/// The values of an extern call's parameters, to compare with a later run's: a tensor (a host
-/// scalar) is copied, since the call may be given the same tensor, changed in place, again.
-std::vector<c10::IValue> snapshotParams(const std::vector<c10::IValue>& params) {
-  std::vector<c10::IValue> values;
-  for (const c10::IValue& p : params) {
-    values.push_back(p.isTensor() && p.toTensor().defined() ? c10::IValue(p.toTensor().clone())
-                                                            : p);
+std::optional<size_t> firstMismatch(const std::vector<at::Tensor>& result,
+                                    const std::vector<at::Tensor>& reference) {
+  for (size_t i = 0; i < result.size(); ++i) {
+    if (sameValues(result[i], reference[i])) continue;
+    metrics::cuda_graph_mismatches.add();
+    return i;
   }
-  return values;
+  return std::nullopt;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::firstMismatch;
+using detail::OutputKind;
+using detail::OutputSource;
+using detail::sameValues;
 
 bool sameParams(const std::vector<c10::IValue>& now, const std::vector<c10::IValue>& captured) {
   if (now.size() != captured.size()) return false;
@@ -155,53 +143,31 @@ std::atomic<int> live_graphs{0};  // CapturedRuns alive
 
 }  // namespace
 
-struct CapturedRun {
-  CapturedRun() { ++live_graphs; }
-  ~CapturedRun() { --live_graphs; }
-  CapturedRun(const CapturedRun&) = delete;
-  CapturedRun& operator=(const CapturedRun&) = delete;
+CapturedRun::CapturedRun() { ++live_graphs; }
+CapturedRun::~CapturedRun() { --live_graphs; }
 
-  std::unique_ptr<ReplayGraph> graph;  // the target's capture of the run
-  /// The stream the graph is replayed on: one replay follows another on it, so that a copy into
-  /// the graph's inputs never overtakes the replay before (a GPU's only).
-  std::optional<c10::Stream> stream;
-  std::unique_ptr<PlanCapture> capture;
-  std::vector<size_t> fixed;  // device data read in place, by dataPositions() index
-  std::vector<const void*> fixed_addresses;
-  std::vector<uint32_t> copied;  // device data copied in, by position, into copied_into
-  std::vector<int32_t> copied_into;
-  std::vector<at::Tensor> statics;  // memory of the graph, one tensor per storage
-  std::vector<size_t> holders;      // use count of each static's storage with nothing outside
-  std::vector<OutputSource> outputs;
-  std::vector<std::pair<uint32_t, std::vector<c10::IValue>>> extern_params;
-  std::vector<std::pair<const FusedKernel*, const Donation*>> data_donations;
-  int64_t donated = 0, donated_data = 0;
-  bool verify_next = true;     // the first replay after the capture is checked
-  bool verify_changed = true;  // so is the first that gives launches new scalars
-
-  std::vector<at::Tensor> handOut(const Graph& graph) const {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    std::vector<at::Tensor> result;
-    result.reserve(outputs.size());
-    for (const OutputSource& o : outputs) {
-      if (o.kind == OutputKind::kInput) {
-        const at::Tensor& input = graph.nodes()[o.position]->data();
-        result.push_back(
-            o.same ? input
-                   : input.as_strided(o.sizes, o.strides, input.storage_offset() + o.offset));
-        continue;
-      }
-      at::Tensor view = statics[o.storage].as_strided(o.sizes, o.strides, o.offset);
-      if (o.kind == OutputKind::kClone) {
-        at::Tensor copy = at::empty_strided(o.sizes, o.strides, view.options());
-        copy.copy_(view);
-        view = copy;
-      }
-      result.push_back(std::move(view));
+std::vector<at::Tensor> CapturedRun::handOut(const Graph& graph) const {
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  std::vector<at::Tensor> result;
+  result.reserve(outputs.size());
+  for (const OutputSource& o : outputs) {
+    if (o.kind == OutputKind::kInput) {
+      const at::Tensor& input = graph.nodes()[o.position]->data();
+      result.push_back(
+          o.same ? input
+                 : input.as_strided(o.sizes, o.strides, input.storage_offset() + o.offset));
+      continue;
     }
-    return result;
+    at::Tensor view = statics[o.storage].as_strided(o.sizes, o.strides, o.offset);
+    if (o.kind == OutputKind::kClone) {
+      at::Tensor copy = at::empty_strided(o.sizes, o.strides, view.options());
+      copy.copy_(view);
+      view = copy;
+    }
+    result.push_back(std::move(view));
   }
-};
+  return result;
+}
 
 bool cudaGraphsEnabled() { return config::cudaGraphs(); }
 
@@ -264,140 +230,6 @@ std::optional<std::vector<at::Tensor>> PlanReplay::run(
   if (live_graphs.load() >= kMaxLiveGraphs) return std::nullopt;
   ++captures_;
   return capture(plan, graph, free_data, donation);
-}
-
-std::optional<std::vector<at::Tensor>> PlanReplay::capture(
-    const CompiledPlan& plan, const Graph& graph,
-    const std::function<std::vector<uint8_t>()>& free_data, DonationState& donation) {
-  const c10::Device device = hardwareDevice();
-  const Target& target = *plan.target;
-  // A capture counts against kMaxCaptures and, on a GPU, runs nothing: not interrupted. See
-  // Note [Interrupting a sync].
-  NoInterrupts no_interrupts;
-  // The run as usual, without donation so that the inputs stay as they are: what the capture's
-  // replay must give, and what this run returns if it does not.
-  std::vector<at::Tensor> reference =
-      runPlan(plan.plan, graph, plan.kernels.get(), nullptr);
-
-  auto run = std::make_unique<CapturedRun>();
-  run->capture = target.newCapture();
-  const std::vector<uint32_t>& data = graph.dataPositions();
-  const std::vector<NodePtr>& nodes = graph.nodes();
-  std::vector<at::Tensor> replaced(nodes.size());
-  std::unordered_map<const c10::StorageImpl*, int32_t> static_of;
-  for (size_t i = 0; i < data.size(); ++i) {
-    const at::Tensor& input = nodes[data[i]]->data();
-    if (input.device() != device) {
-      disable("an input is on " + input.device().str());
-      return reference;
-    }
-    if (moving_[i] && !input.is_non_overlapping_and_dense()) {
-      // Its values could not be copied into a buffer laid out as it is.
-      disable("an input that changes place from run to run overlaps itself");
-      return reference;
-    }
-    if (!moving_[i]) {
-      run->fixed.push_back(i);
-      run->fixed_addresses.push_back(input.data_ptr());
-      run->capture->external.insert(input.storage().unsafeGetStorageImpl());
-      continue;
-    }
-    at::Tensor buffer = at::empty_strided(input.sizes(), input.strides(), input.options());
-    buffer.copy_(input);
-    replaced[data[i]] = buffer;
-    run->copied.push_back(data[i]);
-    run->copied_into.push_back(static_cast<int32_t>(run->statics.size()));
-    static_of[buffer.storage().unsafeGetStorageImpl()] = static_cast<int32_t>(run->statics.size());
-    run->statics.push_back(buffer);
-  }
-  DonationState state;
-  state.record_taken = true;
-  const bool donates = hasDonations(plan.plan);
-  if (donates) {
-    state.free_data = free_data();
-    for (uint32_t position : run->copied) state.free_data[position] = 0;  // held by the run
-  }
-  std::vector<at::Tensor> outputs;
-  try {
-    CaptureScope scope(run->capture.get());
-    run->graph = target.beginReplay(*run->capture, device);
-    run->stream = run->graph->stream();
-    outputs = runPlan(plan.plan, graph, plan.kernels.get(), donates ? &state : nullptr, &replaced);
-    run->graph->end();
-  } catch (const std::exception& e) {
-    if (run->graph) run->graph->abort();
-    metrics::cuda_graph_capture_failures.add();
-    const auto* error = dynamic_cast<const c10::Error*>(&e);
-    disable(std::string("capture failed: ") + (error ? error->what_without_backtrace() : e.what()));
-    return reference;
-  }
-
-  // Where each output is: an input's memory, or the graph's.
-  std::unordered_map<const c10::TensorImpl*, uint32_t> input_tensor;
-  std::unordered_map<const c10::StorageImpl*, uint32_t> input_storage;
-  for (size_t i : run->fixed) {
-    const at::Tensor& input = nodes[data[i]]->data();
-    input_tensor[input.unsafeGetTensorImpl()] = data[i];
-    input_storage[input.storage().unsafeGetStorageImpl()] = data[i];
-  }
-  for (const at::Tensor& out : outputs) {
-    OutputSource o;
-    o.sizes = out.sizes().vec();
-    o.strides = out.strides().vec();
-    o.offset = out.storage_offset();
-    const c10::StorageImpl* storage = out.storage().unsafeGetStorageImpl();
-    if (auto it = input_tensor.find(out.unsafeGetTensorImpl()); it != input_tensor.end()) {
-      o.kind = OutputKind::kInput;
-      o.position = it->second;
-      o.same = true;
-    } else if (auto at = input_storage.find(storage); at != input_storage.end()) {
-      o.kind = OutputKind::kInput;
-      o.position = at->second;
-      o.offset -= nodes[o.position]->data().storage_offset();
-    } else {
-      auto [entry, added] = static_of.emplace(storage, static_cast<int32_t>(run->statics.size()));
-      if (added) run->statics.push_back(out);
-      o.storage = entry->second;
-      o.kind = out.storage().nbytes() <= kCloneBytes ? OutputKind::kClone : OutputKind::kStatic;
-    }
-    run->outputs.push_back(std::move(o));
-  }
-  outputs.clear();
-  replaced.clear();
-  for (const at::Tensor& t : run->statics) run->holders.push_back(t.storage().use_count());
-  for (const PlanStep& step : plan.plan.steps) {
-    if (step.kind == StepKind::kExternCall) {
-      run->extern_params.emplace_back(step.position,
-                                      snapshotParams(nodes[step.position]->params()));
-    }
-  }
-  for (const auto& [fused, d] : state.taken) {
-    const uint32_t position = donorOf(*fused, *d).value.position;
-    if (nodes[position]->kind() == OpKind::kDeviceData) run->data_donations.emplace_back(fused, d);
-  }
-  run->donated = state.donated;
-  run->donated_data = state.donated_data;
-  metrics::cuda_graphs_captured.add();
-  if (!run->graph->ranWhileCapturing()) {
-    try {
-      run->graph->replay();
-    } catch (const c10::Error& e) {  // the launch failed: nothing ran
-      disable(e.what_without_backtrace());
-      return reference;
-    }
-  }
-  donation.donated += state.donated;
-  donation.donated_data += state.donated_data;
-  std::vector<at::Tensor> result = run->handOut(graph);
-  for (size_t i = 0; i < result.size(); ++i) {
-    if (sameValues(result[i], reference[i])) continue;
-    metrics::cuda_graph_mismatches.add();
-    disable("its captured run computed other values than the plan (output " + std::to_string(i) +
-            ")");
-    return reference;
-  }
-  captured_ = std::move(run);
-  return result;
 }
 
 PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& graph,
@@ -473,10 +305,8 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
   metrics::cuda_graph_replays.add();
   std::vector<at::Tensor> result = run.handOut(graph);
   if (verify) {
-    for (size_t i = 0; i < result.size(); ++i) {
-      if (sameValues(result[i], reference[i])) continue;
-      metrics::cuda_graph_mismatches.add();
-      disable("a replay computed other values than the plan (output " + std::to_string(i) + ")");
+    if (std::optional<size_t> i = firstMismatch(result, reference)) {
+      disable("a replay computed other values than the plan (output " + std::to_string(*i) + ")");
       attempt.outputs = std::move(reference);
       return attempt;
     }

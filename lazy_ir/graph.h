@@ -53,7 +53,7 @@ class Graph {
 
   /// Stores `outputs`, one buffer per output of `node`, as its value: from then on a graph reads
   /// device data in its place, and `node` lets go of its inputs. A node computed already keeps
-  /// its first value. See Note [Values a sync keeps for later] in backend/graph_executor.cpp.
+  /// its first value. See Note [Values a sync keeps for later] in backend/kept_values.cpp.
   static void setComputed(const NodePtr& node, std::vector<at::Tensor> outputs);
   /// Marks `node`, which a failed sync should have computed, as having no value: a graph that
   /// reads it raises `error` (the sync overwrote memory it reads; Note [Failed syncs]).

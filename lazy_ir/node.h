@@ -2,7 +2,7 @@
 
 // The IR: one node type, one list of op kinds. A Node is immutable once made, but for one step:
 // a sync that computed it for later graphs stores its value and lets go of its inputs (Note
-// [Values a sync keeps for later] in backend/graph_executor.cpp). Its identity is the node
+// [Values a sync keeps for later] in backend/kept_values.cpp). Its identity is the node
 // itself, never a name. Nodes are reference counted and point at their inputs, so a pending lazy
 // tensor keeps alive exactly the trace it needs.
 

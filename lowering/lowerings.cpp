@@ -1,6 +1,7 @@
 #include "lowering/lowerings.h"
 
 #include "lazy_ir/check.h"
+#include "lazy_ir/text.h"
 #include "lowering/lower_ops.h"
 
 #include <algorithm>
@@ -8,11 +9,6 @@
 
 namespace lazyfuse {
 namespace {
-
-bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 /// Ops that draw random numbers, by name (without overload); also any name ending `_dropout`.
 bool isRandomName(const std::string& op) {

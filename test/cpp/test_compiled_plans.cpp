@@ -9,12 +9,14 @@
 #include "lowering/print_plan.h"
 #include "test/cpp/partition_graphs.h"
 #include "test/cpp/recorded_case.h"
+#include "test/cpp/temp_dir.h"
 
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,7 +26,6 @@
 namespace lazyfuse {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace testing_case;
 
 // --- execution: the compiled plans compute what eager CPU does ---
@@ -32,17 +33,13 @@ using namespace testing_case;
 class PartitionRunTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string pattern = (fs::temp_directory_path() / "lf-partition-test-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
+    root_ = std::make_unique<testing::TempDir>("lf-partition-test");
+    ASSERT_TRUE(root_->made());
   }
-  static void TearDownTestSuite() {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
+  static void TearDownTestSuite() { root_.reset(); }
   void SetUp() override {
     if (!cpuCompilerAvailable()) GTEST_SKIP() << "no C++ compiler";
-    setenv("LAZYFUSE_CACHE_DIR", root_.c_str(), /*overwrite=*/1);
+    root_->useAsCacheDir();
   }
 
   static void expectRunsLikeEager(const Case& c, double rtol = 1e-5, double atol = 1e-6) {
@@ -77,10 +74,10 @@ class PartitionRunTest : public ::testing::Test {
     }
   }
 
-  static std::string root_;
+  static std::unique_ptr<testing::TempDir> root_;
 };
 
-std::string PartitionRunTest::root_;
+std::unique_ptr<testing::TempDir> PartitionRunTest::root_;
 
 TEST_F(PartitionRunTest, PointwiseChain) {
   expectRunsLikeEager(record(chainInputs(), pointwiseChain));

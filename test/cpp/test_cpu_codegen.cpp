@@ -4,6 +4,7 @@
 #include "kernels/cpu_compiler.h"
 #include "kernels/fused_runner.h"
 #include "test/cpp/kernel_test_builder.h"
+#include "test/cpp/temp_dir.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <limits>
 #include <mutex>
@@ -44,15 +46,12 @@ IxPtr flat2(int64_t cols) {
 class CpuCodegenTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string pattern = (fs::temp_directory_path() / "lf-codegen-test-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
+    temp_ = std::make_unique<testing::TempDir>("lf-codegen-test");
+    ASSERT_TRUE(temp_->made());
+    root_ = temp_->path();
     useCacheDir(root_ + "/cache");
   }
-  static void TearDownTestSuite() {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
+  static void TearDownTestSuite() { temp_.reset(); }
   void SetUp() override {
     if (!cpuCompilerAvailable()) GTEST_SKIP() << "no C++ compiler";
     useCacheDir(root_ + "/cache");
@@ -67,9 +66,11 @@ class CpuCodegenTest : public ::testing::Test {
     return result.module ? result.module->functions.at(0) : nullptr;
   }
 
-  static std::string root_;
+  static std::unique_ptr<testing::TempDir> temp_;
+  static std::string root_;  // temp_'s path
 };
 
+std::unique_ptr<testing::TempDir> CpuCodegenTest::temp_;
 std::string CpuCodegenTest::root_;
 
 // --- index expressions (no compiler needed) ---

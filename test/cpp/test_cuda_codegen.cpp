@@ -9,6 +9,7 @@
 #include "kernels/detail/cuda_dialect.h"
 #include "lowering/kernel_functions.h"
 #include "test/cpp/golden.h"
+#include "test/cpp/temp_dir.h"
 #include "test/cpp/kernel_test_builder.h"
 
 #include <gtest/gtest.h>
@@ -155,22 +156,18 @@ std::vector<const Kernel*> pointers(const std::vector<Kernel>& kernels) {
 class CudaCodegenTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string pattern = (fs::temp_directory_path() / "lf-cuda-test-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
-    setenv("LAZYFUSE_CACHE_DIR", (root_ + "/cache").c_str(), /*overwrite=*/1);
+    root_ = std::make_unique<testing::TempDir>("lf-cuda-test");
+    ASSERT_TRUE(root_->made());
+    root_->useAsCacheDir("cache");
   }
-  static void TearDownTestSuite() {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
+  static void TearDownTestSuite() { root_.reset(); }
   void SetUp() override {
     std::string why;
     ASSERT_NE(nvrtc(&why), nullptr) << why;
   }
-  static std::string root_;
+  static std::unique_ptr<testing::TempDir> root_;
 };
-std::string CudaCodegenTest::root_;
+std::unique_ptr<testing::TempDir> CudaCodegenTest::root_;
 
 TEST(CudaLoaderTest, DriverIsFoundOrItsAbsenceIsExplained) {
   std::string why;
@@ -306,7 +303,7 @@ TEST_F(CudaCodegenTest, CubinIsStoredInThePrivateDiskCacheWithItsChecksum) {
   Kernel k = contiguousScale("cached_scale", ScalarType::Float, 1024);
   CudaCompileResult result = compileCuda(renderCuda({&k}).source, kHopper);
   ASSERT_TRUE(result.binary) << result.error;
-  fs::path cubin = fs::path(root_) / "cache" / "cuda" / (result.binary->key + ".cubin");
+  fs::path cubin = fs::path(root_->path()) / "cache" / "cuda" / (result.binary->key + ".cubin");
   EXPECT_TRUE(fs::exists(cubin));
   EXPECT_TRUE(fs::exists(cubin.string() + ".fnv64"));
   EXPECT_EQ(fs::file_size(cubin), result.binary->image.size());

@@ -9,6 +9,7 @@
 #include "lowering/print_plan.h"
 #include "test/cpp/partition_graphs.h"
 #include "test/cpp/recorded_case.h"
+#include "test/cpp/temp_dir.h"
 
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -156,18 +158,13 @@ TEST(PlanDonationsTest, KernelsWithReductionsTakeNothing) {
 class DonationRunTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "lf-donation-test-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
+    root_ = std::make_unique<testing::TempDir>("lf-donation-test");
+    ASSERT_TRUE(root_->made());
   }
-  static void TearDownTestSuite() {
-    std::error_code ignored;
-    std::filesystem::remove_all(root_, ignored);
-  }
+  static void TearDownTestSuite() { root_.reset(); }
   void SetUp() override {
     if (!cpuCompilerAvailable()) GTEST_SKIP() << "no C++ compiler";
-    setenv("LAZYFUSE_CACHE_DIR", root_.c_str(), /*overwrite=*/1);
+    root_->useAsCacheDir();
   }
 
   /// Runs `c`'s plan as the CPU target does, with every device-data input free when `free`.
@@ -190,10 +187,10 @@ class DonationRunTest : public ::testing::Test {
     return c.graph.nodes().at(c.graph.dataPositions().at(0))->data();
   }
 
-  static std::string root_;
+  static std::unique_ptr<testing::TempDir> root_;
 };
 
-std::string DonationRunTest::root_;
+std::unique_ptr<testing::TempDir> DonationRunTest::root_;
 
 TEST_F(DonationRunTest, OutputTakesTheMemoryOfAFreeInput) {
   Case c = record(chainInputs(), pointwiseChain);

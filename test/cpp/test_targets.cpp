@@ -5,6 +5,7 @@
 #include "kernels/target.h"
 #include "test/cpp/partition_graphs.h"
 #include "test/cpp/recorded_case.h"
+#include "test/cpp/temp_dir.h"
 
 #include <ATen/ops/allclose.h>
 #include <gtest/gtest.h>
@@ -71,10 +72,9 @@ TEST(Targets, UnavailableTargetSaysWhy) {
 TEST(Targets, CpuTargetCompilesAndRunsAPlan) {
   const Target& cpu = *findTarget("cpu");
   if (!cpu.available(nullptr)) GTEST_SKIP() << "no C++ compiler";
-  namespace fs = std::filesystem;
-  std::string dir = (fs::temp_directory_path() / "lf-target-test-XXXXXX").string();
-  ASSERT_NE(mkdtemp(dir.data()), nullptr);
-  setenv("LAZYFUSE_CACHE_DIR", dir.c_str(), /*overwrite=*/1);
+  const testing::TempDir dir("lf-target-test");
+  ASSERT_TRUE(dir.made());
+  dir.useAsCacheDir();
   Case c = record(chainInputs(), pointwiseChain);
   ASSERT_FALSE(c.plan.kernels.empty());
   std::string dumped, ext;
@@ -91,8 +91,6 @@ TEST(Targets, CpuTargetCompilesAndRunsAPlan) {
   }
   // The same plan again: its module comes from the cache, nothing is compiled.
   EXPECT_TRUE(cpu.compile(c.plan, c10::Device(c10::DeviceType::CPU), {}).disk_hit);
-  std::error_code ignored;
-  fs::remove_all(dir, ignored);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "lowering/kernel_builder.h"
 #include "lowering/kernel_functions.h"
 #include "test/cpp/kernel_test_builder.h"
+#include "test/cpp/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -32,7 +33,6 @@
 namespace lazyfuse {
 namespace {
 
-namespace fs = std::filesystem;
 using c10::ScalarType;
 using Builder = testing::KernelBuilder;
 
@@ -167,19 +167,20 @@ TEST(VectorizedLoopsTest, EveryKernelFunctionLoopIsVectorized) {
   const std::string source = renderCpp(kernels);
   const std::map<std::string, std::vector<int>> loops = simdLoops(source);
 
-  std::string dir = (fs::temp_directory_path() / "lf-vectorized-XXXXXX").string();
-  ASSERT_NE(mkdtemp(dir.data()), nullptr);
-  const std::string src = dir + "/corpus.cpp";
-  std::ofstream(src) << source;
-  std::string command;
-  for (const std::string& arg : cpuCompileCommand()) command += arg + " ";
-  // -fno-ipa-icf: GCC would fold kernels of the same code into one (div and div_by_scalar are
-  // the same on the CPU), and report the loop of the one it keeps only.
-  command += "-fno-ipa-icf -fopt-info-vec-optimized -c -x c++ " + src + " -o " + dir +
-             "/corpus.o";
+  std::string src, command, report;
   int status = 0;
-  const std::string report = runCommand(command, status);
-  fs::remove_all(dir);
+  {
+    const testing::TempDir dir("lf-vectorized");
+    ASSERT_TRUE(dir.made());
+    src = dir.path() + "/corpus.cpp";
+    std::ofstream(src) << source;
+    for (const std::string& arg : cpuCompileCommand()) command += arg + " ";
+    // -fno-ipa-icf: GCC would fold kernels of the same code into one (div and div_by_scalar are
+    // the same on the CPU), and report the loop of the one it keeps only.
+    command += "-fno-ipa-icf -fopt-info-vec-optimized -c -x c++ " + src + " -o " + dir.path() +
+               "/corpus.o";
+    report = runCommand(command, status);
+  }
   ASSERT_EQ(status, 0) << command << "\n" << report;
 
   std::set<int> vectorized;

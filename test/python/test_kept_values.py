@@ -1,5 +1,5 @@
 """A sync stores the values that something outside its graph still reads (Note [Values a sync
-keeps for later] in backend/graph_executor.cpp): a loop that only calls `loss.item()` runs the
+keeps for later] in backend/kept_values.cpp): a loop that only calls `loss.item()` runs the
 same graph every step, a value is computed once however many syncs read it, and a random op
 keeps the values it drew."""
 

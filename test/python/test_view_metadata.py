@@ -10,7 +10,7 @@ from helpers import assert_mutation_same, base
 
 # ---- view metadata -------------------------------------------------------------------------
 
-# See Note [View geometry] in backend/lazy_tensor.cpp.
+# See Note [View geometry] in backend/view_geometry.cpp.
 @pytest.mark.parametrize(
     "make_view",
     [

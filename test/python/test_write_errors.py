@@ -15,7 +15,7 @@ from helpers import LAZY, REFERENCE
 
 
 # ---- casts into the tensor an in-place or out= op writes -----------------------------------
-# See Note [In-place result casts] in backend/recorder.cpp.
+# See Note [In-place result casts] in backend/write_checks.cpp.
 
 WRITTEN_CAST_ERRORS = {
     "div_int": ([data(3, dtype=torch.int64)], lambda a: a.div_(2)),

@@ -1,0 +1,271 @@
+// The walk over a recorded call's arguments: its meta-cache key, its node's inputs and
+// parameters, and on a cache miss its recipe and outputs inferred on Meta. See Note [Meta cache]
+// in backend/recorder.cpp.
+
+#include "backend/detail/call_recorder.h"
+
+#include "backend/aux_outputs.h"
+#include "backend/device.h"
+#include "backend/lazy_tensor.h"
+#include "backend/random_draws.h"
+#include "lazy_ir/check.h"
+#include "lazy_ir/metrics.h"
+
+#include <ATen/core/List.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <optional>
+
+namespace lazyfuse::detail {
+namespace {
+
+[[noreturn]] void deviceError(const at::Tensor& tensor, const OpTraits& traits, size_t arg) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+              "devices, lazy:0 and ", tensor.device().str(), "! (when checking argument ", arg,
+              " of ", traits.name, "; move the tensor with .to('lazy') first)");
+}
+
+bool isCpuScalar(const at::Tensor& tensor) {
+  return tensor.defined() && !isLazy(tensor) && tensor.dim() == 0 && tensor.device().is_cpu();
+}
+
+HashValue hashImplMeta(HashValue h, const LazyTensorImpl& impl) {
+  h = hashCombine(h, static_cast<HashValue>(c10::typeMetaToScalarType(impl.dtype())));
+  h = hashInts(h, impl.sizes());
+  return hashInts(h, impl.traceStrides());  // See Note [View geometry]
+}
+
+/// A Meta stand-in for `tensor`; a lazy one's strides are those of its value in the trace.
+at::Tensor toMeta(const at::Tensor& tensor) {
+  const LazyTensorImpl* impl = lazyImpl(tensor);
+  c10::IntArrayRef strides = impl != nullptr ? impl->traceStrides() : tensor.strides();
+  return at::empty_strided(tensor.sizes(), strides, tensor.options().device(c10::kMeta));
+}
+
+/// A Meta stand-in for a 0-dim CPU tensor parameter, a wrapped number if it was one.
+at::Tensor metaScalar(const at::Tensor& scalar) {
+  at::Tensor meta = toMeta(scalar);
+  meta.unsafeGetTensorImpl()->set_wrapped_number(scalar.unsafeGetTensorImpl()->is_wrapped_number());
+  return meta;
+}
+
+/// A raw lazy tensor holding a copy of `tensor` on the hardware device.
+at::Tensor upload(const at::Tensor& tensor) {
+  metrics::transfers_in.add();
+  return makeMaterializedTensor(tensor.to(hardwareDevice(), /*non_blocking=*/false, /*copy=*/true));
+}
+
+}  // namespace
+
+HashValue CallRecorder::scan() {
+  key_ = traits_.name_hash;
+  for (size_t i = 0; i < args_.size(); ++i) scanArg(i);
+  return key_;
+}
+
+std::shared_ptr<const AtenCallAttrs> CallRecorder::inferOnMeta(HashValue key) {
+  auto attrs = std::make_shared<AtenCallAttrs>(op_);
+  attrs->name = traits_.name;
+  torch::jit::Stack meta_stack;
+  std::vector<std::vector<at::Tensor>> written_meta;
+  for (size_t i = 0; i < args_.size(); ++i) {
+    attrs->args.push_back(slotFor(i));
+    meta_stack.push_back(metaArg(i, attrs->args.back()));
+    if (!traits_.written[i]) continue;
+    written_meta.emplace_back();
+    collectTensors(meta_stack.back(), written_meta.back());
+  }
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+    c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
+    op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+  }
+  if (traits_.aux_outputs != AuxOutputs::kSameAsMeta) {  // See Note [Aux outputs on the CPU]
+    correctAuxOutputs(traits_, args_, meta_stack, hardwareDevice());
+  }
+  for (const auto& tensors : written_meta) {
+    for (const at::Tensor& t : tensors) attrs->outputs.push_back(TensorMeta::of(t));
+  }
+  for (size_t r = 0; r < meta_stack.size(); ++r) addReturn(*attrs, r, meta_stack[r]);
+  attrs->finalize();
+  // The meta-cache key also covers input metadata and parameter kinds (an int or a float
+  // Scalar): everything that can change code generated for this node.
+  attrs->hash = hashCombine(attrs->hash, key);
+  return attrs;
+}
+
+void CallRecorder::collectTensors(const c10::IValue& value, std::vector<at::Tensor>& out) {
+  if (value.isTensor()) out.push_back(value.toTensor());
+  if (value.isTensorList()) {
+    for (const at::Tensor& t : value.toTensorList()) out.push_back(t);
+  }
+}
+
+void CallRecorder::addInput(const at::Tensor& tensor, size_t arg) {
+  LazyTensorImpl* impl = lazyImpl(tensor);
+  if (impl == nullptr) deviceError(tensor, traits_, arg);
+  any_lazy_ = true;
+  inputs_.push_back(impl->data().asInput());
+  key_ = hashImplMeta(key_, *impl);
+}
+
+void CallRecorder::scanTensor(const at::Tensor& t, size_t i) {
+  if (!t.defined()) {
+    key_ = hashCombine(key_, 0x0defULL);
+    return;
+  }
+  if (isCpuScalar(t) && !traits_.written[i]) {
+    params_.push_back(t);
+    key_ = hashCombine(hashCombine(key_, static_cast<HashValue>(t.scalar_type()) + 0x5ca1a),
+                       t.unsafeGetTensorImpl()->is_wrapped_number());
+    return;
+  }
+  addInput(t, i);
+}
+
+void CallRecorder::scanArg(size_t i) {
+  c10::IValue& v = args_[i];
+  key_ = hashCombine(key_, i);
+  if (v.isTensor()) return scanTensor(v.toTensor(), i);
+  if (v.isTensorList()) return scanTensorList(i);
+  if (v.isList() && v.toListRef().size() > 0 && isOptionalTensorList(i)) return scanOptionalList(i);
+  // See Note [Random ops draw when recorded].
+  if (traits_.generator_arg[i]) v = recordedGenerator(v);
+  if (traits_.generator_arg[i] || (traits_.scalar_arg[i] && !traits_.scalars_are_constants)) {
+    params_.push_back(v);
+    key_ = hashCombine(key_, hashString(v.tagKind()));
+    // A Scalar[]'s entries are parameters too, but their kinds (int, float, bool, complex)
+    // decide output dtypes and kernel code, as a Scalar's kind does.
+    if (v.isList()) {
+      key_ = hashCombine(key_, v.toListRef().size());
+      for (const c10::IValue& entry : v.toListRef()) {
+        key_ = hashCombine(key_, hashString(entry.tagKind()));
+      }
+    }
+    return;
+  }
+  if (v.isDevice()) v = c10::IValue(toHardware(v.toDevice()));
+  key_ = hashIValue(key_, v);
+}
+
+void CallRecorder::scanTensorList(size_t i) {
+  auto list = args_[i].toTensorList();
+  key_ = hashCombine(key_, list.size());
+  c10::List<at::Tensor> moved;
+  bool any_moved = false;
+  for (at::Tensor t : list) {
+    if (isCpuScalar(t) && !traits_.written[i]) {
+      t = upload(t);
+      any_moved = true;
+    }
+    addInput(t, i);
+    moved.push_back(t);
+  }
+  if (any_moved) args_[i] = moved;
+}
+
+bool CallRecorder::isOptionalTensorList(size_t i) const {
+  auto list = op_.schema().arguments()[i].type()->cast<c10::ListType>();
+  return list && list->getElementType()->kind() == c10::TypeKind::OptionalType;
+}
+
+void CallRecorder::scanOptionalList(size_t i) {
+  auto list = args_[i].toOptionalTensorList();
+  c10::List<std::optional<at::Tensor>> uploaded;
+  for (std::optional<at::Tensor> t : list) {
+    // Eager accepts CPU index tensors next to device tensors; so do we, by moving them.
+    if (t && t->defined() && !isLazy(*t)) t = upload(*t);
+    uploaded.push_back(t);
+    key_ = hashCombine(key_, t.has_value() && t->defined());
+    if (t && t->defined()) addInput(*t, i);
+  }
+  args_[i] = uploaded;
+}
+
+ArgSlot CallRecorder::slotFor(size_t i) const {
+  const c10::IValue& v = args_[i];
+  ArgSlot slot;
+  slot.mutated = traits_.written[i];
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) {
+      slot.constant = v;
+    } else if (isCpuScalar(t) && !slot.mutated) {
+      slot.kind = ArgKind::kParam;
+    } else {
+      slot.kind = ArgKind::kTensor;
+    }
+    return slot;
+  }
+  if (v.isTensorList()) {
+    slot.kind = ArgKind::kTensorList;
+    slot.present.assign(v.toTensorList().size(), 1);
+    return slot;
+  }
+  if (v.isList() && v.toListRef().size() > 0 && isOptionalTensorList(i)) {
+    slot.kind = ArgKind::kOptionalTensorList;
+    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+      slot.present.push_back(t.has_value() && t->defined());
+    }
+    return slot;
+  }
+  if (traits_.generator_arg[i] || (traits_.scalar_arg[i] && !traits_.scalars_are_constants)) {
+    slot.kind = ArgKind::kParam;
+    return slot;
+  }
+  slot.constant = v;
+  return slot;
+}
+
+c10::IValue CallRecorder::metaArg(size_t i, const ArgSlot& slot) const {
+  const c10::IValue& v = args_[i];
+  switch (slot.kind) {
+    case ArgKind::kTensor: return toMeta(v.toTensor());
+    case ArgKind::kParam:
+      // CPU scalar tensors mix with any device, Meta too, unless the meta kernel checks.
+      if (v.isTensor() && traits_.meta_scalars_on_meta) return metaScalar(v.toTensor());
+      // A node's own generator (Note [Random ops draw when recorded]) is for its runs; meta
+      // kernels draw nothing, and some (torch._refs') refuse a generator.
+      if (v.isGenerator()) return c10::IValue();
+      return v;
+    case ArgKind::kTensorList: {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : v.toTensorList()) list.push_back(toMeta(t));
+      return list;
+    }
+    case ArgKind::kOptionalTensorList: {
+      c10::List<std::optional<at::Tensor>> list;
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+        list.push_back(t && t->defined() ? std::optional<at::Tensor>(toMeta(*t)) : std::nullopt);
+      }
+      return list;
+    }
+    case ArgKind::kConstant:
+      if (v.isDevice()) return c10::IValue(c10::Device(c10::kMeta));
+      return v;
+    case ArgKind::kOptionalTensor: break;
+  }
+  return v;
+}
+
+void CallRecorder::addReturn(AtenCallAttrs& attrs, size_t r, const c10::IValue& value) const {
+  ReturnSlot ret;
+  if (r < traits_.returns_arg.size() && traits_.returns_arg[r] >= 0) {
+    ret.kind = ReturnKind::kMutatedArg;
+    ret.arg = static_cast<uint32_t>(traits_.returns_arg[r]);
+  } else if (value.isTensor() && !value.toTensor().defined()) {
+    ret.kind = ReturnKind::kUndefinedTensor;
+    ret.count = 0;
+  } else if (value.isTensor()) {
+    attrs.outputs.push_back(TensorMeta::of(value.toTensor()));
+  } else {
+    LF_INTERNAL_ASSERT(value.isTensorList(), traits_.name, " returned a ", value.tagKind());
+    ret.kind = ReturnKind::kTensorList;
+    ret.count = static_cast<uint32_t>(value.toTensorList().size());
+    for (const at::Tensor& t : value.toTensorList()) attrs.outputs.push_back(TensorMeta::of(t));
+  }
+  attrs.returns.push_back(ret);
+}
+
+}  // namespace lazyfuse::detail

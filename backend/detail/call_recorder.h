@@ -1,0 +1,60 @@
+#pragma once
+
+// The walk over one recorded call's arguments (backend/call_recorder.cpp) that recordOp
+// (backend/recorder.cpp) builds its node from. See Note [Meta cache].
+
+#include "backend/op_traits.h"
+#include "lazy_ir/hash.h"
+#include "lazy_ir/node.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/core/stack.h>
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace lazyfuse::detail {
+
+/// Walks the arguments of one call: computes the meta-cache key and collects the node's inputs
+/// and parameters. On a cache miss it also builds the recipe and the Meta stack.
+class CallRecorder {
+ public:
+  CallRecorder(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::Stack& args)
+      : op_(op), traits_(traits), args_(args) {}
+
+  /// Whether the call has a lazy tensor (after scan()).
+  bool anyLazy() const { return any_lazy_; }
+  /// The meta-cache key of the call; uploads the CPU tensors a lazy call may take.
+  HashValue scan();
+  /// The call's node attributes, inferred on Meta; `key` is scan()'s.
+  std::shared_ptr<const AtenCallAttrs> inferOnMeta(HashValue key);
+  std::vector<Value> takeInputs() { return std::move(inputs_); }
+  std::vector<c10::IValue> takeParams() { return std::move(params_); }
+
+ private:
+  static void collectTensors(const c10::IValue& value, std::vector<at::Tensor>& out);
+  void addInput(const at::Tensor& tensor, size_t arg);
+  void scanTensor(const at::Tensor& t, size_t i);
+  void scanArg(size_t i);
+  /// A Tensor[] argument. Eager's foreach kernels accept 0-dim CPU tensors in a list next to
+  /// device tensors (optimizers pass a tensor lr that way); they are moved to lazy.
+  void scanTensorList(size_t i);
+  bool isOptionalTensorList(size_t i) const;
+  void scanOptionalList(size_t i);
+  ArgSlot slotFor(size_t i) const;
+  c10::IValue metaArg(size_t i, const ArgSlot& slot) const;
+  void addReturn(AtenCallAttrs& attrs, size_t r, const c10::IValue& value) const;
+
+  const c10::OperatorHandle& op_;
+  const OpTraits& traits_;
+  torch::jit::Stack& args_;
+  HashValue key_ = 0;
+  bool any_lazy_ = false;
+  std::vector<Value> inputs_;
+  std::vector<c10::IValue> params_;
+};
+
+}  // namespace lazyfuse::detail

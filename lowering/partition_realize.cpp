@@ -1,0 +1,146 @@
+// Step 2 of Note [Fusion partitioning]: which loop nodes are written to memory.
+
+#include "lowering/detail/partitioner.h"
+
+#include "lowering/detail/strided_views.h"
+#include "lowering/lowerings.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace lazyfuse::detail {
+
+void Partitioner::markRealized() {
+  const size_t n = p_.loops.nodes.size();
+  p_.realized.assign(n, false);
+  std::vector<bool> live(n, false);
+  std::vector<LoopId> stack;
+  auto need = [&](LoopId id) {
+    p_.realized[id] = true;
+    stack.push_back(id);
+  };
+  p_.view_of.assign(n, -1);
+  // What must be exactly a fresh tensor first (graph outputs, inputs of ops that may look at
+  // strides or storage): a value that is no whole rename of its root is written, and an op
+  // that takes any layout then reads that buffer. See Note [Strided views of buffers].
+  for (const NodeRef& out : graph_.outputs()) need(inMemory(out, /*any_layout=*/false));
+  for (bool any_layout : {false, true}) {
+    for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
+      if (!p_.is_extern[pos]) continue;
+      if (readsAnyLayout(graph_.nodes()[pos]->opName()) != any_layout) continue;
+      for (const NodeRef& ref : graph_.inputsOf(pos)) need(inMemory(ref, any_layout));
+      for (LoopId id : p_.node_loops[pos]) live[id] = true;
+    }
+  }
+  while (!stack.empty()) {
+    LoopId id = stack.back();
+    stack.pop_back();
+    if (live[id]) continue;
+    live[id] = true;
+    for (LoopId in : p_.loops[id].inputs) stack.push_back(in);
+  }
+  std::vector<std::vector<LoopId>> users(n);
+  for (LoopId id = 0; id < static_cast<LoopId>(n); ++id) {
+    if (!live[id]) continue;
+    for (LoopId in : p_.loops[id].inputs) users[in].push_back(id);
+    const LoopNode& node = p_.loops[id];
+    if (node.kind != LoopNode::kCompute) p_.realized[id] = true;
+  }
+  for (LoopId id = static_cast<LoopId>(n) - 1; id >= 0; --id) {
+    if (live[id] && !p_.realized[id] && !p_.loops[id].is_view && p_.view_of[id] < 0 &&
+        !readsOnlyMemory(id) && sharedAcrossKernels(id, users)) {
+      p_.realized[id] = true;
+    }
+  }
+  p_.live = std::move(live);
+  capInlineDepth();
+}
+
+LoopId Partitioner::inMemory(const NodeRef& ref, bool any_layout) {
+  const LoopId id = p_.node_loops[ref.position].at(ref.index);
+  if (p_.realized[id]) return id;
+  if (p_.view_of[id] >= 0) return rootOf(p_.views[p_.view_of[id]]);
+  std::optional<StridedView> view = stridedViewOf(graph_, p_, id, ref);
+  if (!view || (!any_layout && !isWholeRename(*view))) return id;
+  p_.view_of[id] = static_cast<int32_t>(p_.views.size());
+  p_.views.push_back(std::move(*view));
+  return rootOf(p_.views.back());
+}
+
+LoopId Partitioner::rootOf(const StridedView& view) const {
+  return p_.node_loops[view.source.position].at(view.source.index);
+}
+
+bool Partitioner::isWholeRename(const StridedView& view) const {
+  const TensorMeta& meta = graph_.nodes()[view.value.position]->outputMeta(view.value.index);
+  const TensorMeta& root = graph_.nodes()[view.source.position]->outputMeta(view.source.index);
+  return view.offset == 0 && view.strides == meta.strides && meta.numel() == root.numel();
+}
+
+void Partitioner::capInlineDepth() {
+  constexpr int32_t kMaxInlineDepth = 256;
+  std::vector<int32_t> depth(p_.loops.nodes.size(), 0);
+  for (LoopId id = 0; id < static_cast<LoopId>(depth.size()); ++id) {
+    if (!p_.live[id] || p_.realized[id] || p_.view_of[id] >= 0) continue;
+    for (LoopId in : p_.loops[id].inputs) depth[id] = std::max(depth[id], depth[in] + 1);
+    if (depth[id] < kMaxInlineDepth) continue;
+    p_.realized[id] = true;
+    depth[id] = 0;
+  }
+}
+
+bool Partitioner::readsOnlyMemory(LoopId id) const {
+  std::vector<LoopId> stack = p_.loops[id].inputs;
+  while (!stack.empty()) {
+    const LoopNode& in = p_.loops[stack.back()];
+    stack.pop_back();
+    if (in.kind != LoopNode::kCompute) continue;
+    if (!in.is_view) return false;
+    stack.insert(stack.end(), in.inputs.begin(), in.inputs.end());
+  }
+  return true;
+}
+
+bool Partitioner::sharedAcrossKernels(LoopId id,
+                                      const std::vector<std::vector<LoopId>>& users) const {
+  std::vector<LoopId> consumers;
+  std::vector<LoopId> stack = users[id];
+  bool through_view = false;
+  while (!stack.empty()) {
+    LoopId u = stack.back();
+    stack.pop_back();
+    if (p_.loops[u].is_view && !p_.realized[u]) {
+      through_view = true;
+      stack.insert(stack.end(), users[u].begin(), users[u].end());
+      continue;
+    }
+    consumers.push_back(u);
+  }
+  if (consumers.size() <= 1) return false;
+  if (through_view) return true;
+  for (LoopId u : consumers) {
+    const LoopNode& user = p_.loops[u];
+    if (user.kind == LoopNode::kReduce && cheapToRecompute(id)) continue;
+    if (user.kind != LoopNode::kCompute || user.sizes != p_.loops[id].sizes) return true;
+  }
+  return false;
+}
+
+bool Partitioner::cheapToRecompute(LoopId id) const {
+  constexpr int kMaxOps = 8;
+  int ops = 0;
+  std::vector<LoopId> stack = {id};
+  std::unordered_set<LoopId> seen;
+  while (!stack.empty()) {
+    LoopId n = stack.back();
+    stack.pop_back();
+    const LoopNode& node = p_.loops[n];
+    const bool in_memory = node.kind != LoopNode::kCompute || (n != id && p_.realized[n]);
+    if (in_memory || !seen.insert(n).second) continue;
+    if (!node.is_view && ++ops > kMaxOps) return false;
+    stack.insert(stack.end(), node.inputs.begin(), node.inputs.end());
+  }
+  return true;
+}
+
+}  // namespace lazyfuse::detail
