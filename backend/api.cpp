@@ -4,11 +4,11 @@
 #include "backend/device.h"
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
-#include "lazy_ir/metrics.h"
 #include "kernels/buffer_pool.h"
 #include "kernels/plan_runner.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/config.h"
+#include "lazy_ir/metrics.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>

@@ -84,10 +84,9 @@ bool runsFlashOnCpu(const AttentionArgs& a) {
   if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) return false;
   std::optional<at::Tensor> mask;
   if (a.mask) mask = standIn(*a.mask, device);
-  const int64_t choice =
-      at::_fused_sdp_choice(standIn(a.query, device), standIn(a.key, device),
-                            standIn(a.value, device), mask, a.dropout_p, a.is_causal, a.scale,
-                            a.enable_gqa);
+  const int64_t choice = at::_fused_sdp_choice(standIn(a.query, device), standIn(a.key, device),
+                                               standIn(a.value, device), mask, a.dropout_p,
+                                               a.is_causal, a.scale, a.enable_gqa);
   return choice == static_cast<int64_t>(at::SDPBackend::flash_attention);
 }
 

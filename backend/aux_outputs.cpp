@@ -78,8 +78,8 @@ void correctNormStats(const NormStatsRule& rule, const torch::jit::Stack& args,
   for (size_t k = 0; rule.running_stats != 0 && k < 2; ++k) {
     const at::Tensor& stats = returns[rule.running_stats + k].toTensor();
     const at::ScalarType running = args[3 + k].toTensor().scalar_type();
-    returns[rule.running_stats + k] = at::empty_strided(stats.sizes(), stats.strides(),
-                                                        stats.options().dtype(running));
+    returns[rule.running_stats + k] =
+        at::empty_strided(stats.sizes(), stats.strides(), stats.options().dtype(running));
   }
 }
 

@@ -29,9 +29,9 @@ bool isDefinedTensor(const c10::IValue& v) { return v.isTensor() && v.toTensor()
 void assignPending(const at::Tensor& target, const at::Tensor& value) {
   LazyTensorImpl* target_impl = lazyImpl(target);
   LazyTensorImpl* value_impl = lazyImpl(value);
-  LF_INTERNAL_ASSERT(target_impl != nullptr && value_impl != nullptr &&
-                         value_impl->data().isPending(),
-                     "native_batch_norm: running stats must be lazy, their update pending");
+  LF_INTERNAL_ASSERT(
+      target_impl != nullptr && value_impl != nullptr && value_impl->data().isPending(),
+      "native_batch_norm: running stats must be lazy, their update pending");
   target_impl->data().setPending(value_impl->data().pendingValue());
 }
 

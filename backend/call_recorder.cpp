@@ -21,9 +21,11 @@ namespace lazyfuse::detail {
 namespace {
 
 [[noreturn]] void deviceError(const at::Tensor& tensor, const OpTraits& traits, size_t arg) {
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
-              "devices, lazy:0 and ", tensor.device().str(), "! (when checking argument ", arg,
-              " of ", traits.name, "; move the tensor with .to('lazy') first)");
+  TORCH_CHECK(false,
+              "Expected all tensors to be on the same device, but found at least two "
+              "devices, lazy:0 and ",
+              tensor.device().str(), "! (when checking argument ", arg, " of ", traits.name,
+              "; move the tensor with .to('lazy') first)");
 }
 
 bool isCpuScalar(const at::Tensor& tensor) {
@@ -77,7 +79,8 @@ std::shared_ptr<const AtenCallAttrs> CallRecorder::inferOnMeta(HashValue key) {
     collectTensors(meta_stack.back(), written_meta.back());
   }
   {
-    c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+    c10::impl::ExcludeDispatchKeyGuard no_autograd(
+        c10::autograd_dispatch_keyset_with_ADInplaceOrView);
     c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
     op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
   }

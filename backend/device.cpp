@@ -23,8 +23,10 @@ c10::Device chooseHardwareDevice() {
   const std::string choice = config::device();
   if (choice == "cpu") return c10::Device(c10::DeviceType::CPU);
   const bool cuda = cudaUsable();
-  LF_CHECK(choice != "cuda" || cuda, "LAZYFUSE_DEVICE=cuda was asked for, but no CUDA device is usable");
-  c10::Device device = cuda ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
+  LF_CHECK(choice != "cuda" || cuda,
+           "LAZYFUSE_DEVICE=cuda was asked for, but no CUDA device is usable");
+  c10::Device device =
+      cuda ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
   LF_LOG_INFO("lazy tensors execute on ", device.str());
   return device;
 }

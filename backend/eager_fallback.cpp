@@ -2,10 +2,10 @@
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
 #include "backend/logging.h"
-#include "lazy_ir/metrics.h"
 #include "backend/op_traits.h"
 #include "backend/recorder.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/metrics.h"
 
 #include <ATen/core/List.h>
 #include <ATen/ops/empty_strided.h>
@@ -56,8 +56,9 @@ c10::IValue realArg(const c10::IValue& v, bool written, std::vector<Written>& wr
   if (v.isList() && v.toListRef().size() > 0 && v.toListRef()[0].isTensor()) {
     c10::List<std::optional<at::Tensor>> list;
     for (const c10::IValue& e : v.toListRef()) {
-      list.push_back(e.isTensor() ? std::optional<at::Tensor>(realTensor(e.toTensor(), written, writes))
-                                  : std::nullopt);
+      list.push_back(e.isTensor()
+                         ? std::optional<at::Tensor>(realTensor(e.toTensor(), written, writes))
+                         : std::nullopt);
     }
     return list;
   }
@@ -210,7 +211,8 @@ void eagerFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   std::vector<Written> writes;
   torch::jit::Stack real;
-  for (size_t i = 0; i < args.size(); ++i) real.push_back(realArg(args[i], traits.written[i], writes));
+  for (size_t i = 0; i < args.size(); ++i)
+    real.push_back(realArg(args[i], traits.written[i], writes));
   {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     op.callBoxed(real);

@@ -56,16 +56,15 @@ FunctionalWrites& functionalWrites() {
 std::optional<c10::OperatorHandle> findForeachFunctional(const c10::OperatorHandle& op) {
   const c10::OperatorName& name = op.operator_name();
   const c10::FunctionSchema& schema = op.schema();
-  const bool foreach_write = startsWith(name.name, "aten::_foreach_") &&
-                             name.name.back() == '_' && schema.returns().empty() &&
-                             !schema.arguments().empty() &&
+  const bool foreach_write = startsWith(name.name, "aten::_foreach_") && name.name.back() == '_' &&
+                             schema.returns().empty() && !schema.arguments().empty() &&
                              schema.arguments()[0].type()->isSubtypeOf(*c10::ListType::ofTensors());
   if (!foreach_write) return std::nullopt;
   std::optional<c10::OperatorHandle> functional = c10::Dispatcher::singleton().findOp(
       c10::OperatorName(name.name.substr(0, name.name.size() - 1), name.overload_name));
-  const bool one_list = functional && functional->schema().returns().size() == 1 &&
-                        functional->schema().returns()[0].type()->isSubtypeOf(
-                            *c10::ListType::ofTensors());
+  const bool one_list =
+      functional && functional->schema().returns().size() == 1 &&
+      functional->schema().returns()[0].type()->isSubtypeOf(*c10::ListType::ofTensors());
   return one_list ? functional : std::nullopt;
 }
 
@@ -110,7 +109,8 @@ bool allFunctional(const torch::jit::Stack& args) {
   bool all = true;
   for (const c10::IValue& arg : args) {
     forEachTensor(arg, [&](const at::Tensor& t) {
-      all = all && (!t.defined() || !isLazy(t) || at::functionalization::impl::isFunctionalTensor(t));
+      all =
+          all && (!t.defined() || !isLazy(t) || at::functionalization::impl::isFunctionalTensor(t));
     });
   }
   return all;
@@ -179,8 +179,8 @@ void functionalizeForeachWrite(const c10::OperatorHandle& functional, const OpTr
 // recorder makes on every call. Pinned by test_out_checks.py::test_in_place_write_*.
 
 /// See Note [Functionalizing in-place writes]; `args` passed checkLikeEager. Returns self.
-at::Tensor functionalizeInPlaceWrite(const c10::OperatorHandle& functional,
-                                     const OpTraits& traits, torch::jit::Stack& args) {
+at::Tensor functionalizeInPlaceWrite(const c10::OperatorHandle& functional, const OpTraits& traits,
+                                     torch::jit::Stack& args) {
   const at::Tensor written = args[0].toTensor();
   const torch::jit::Stack stack = callFunctional(functional, traits, args);
   LF_INTERNAL_ASSERT(stack.size() == 1 && stack[0].isTensor(), functional.operator_name(),

@@ -4,12 +4,12 @@
 #include "backend/detail/kept_values.h"
 #include "backend/device.h"
 #include "backend/logging.h"
-#include "lazy_ir/metrics.h"
 #include "backend/plan_compiler.h"
 #include "backend/plan_replay.h"
-#include "kernels/plan_runner.h"
 #include "kernels/interrupts.h"
+#include "kernels/plan_runner.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/metrics.h"
 #include "lowering/print_plan.h"
 
 #include <ATen/record_function.h>
@@ -25,8 +25,8 @@ using detail::addKeptOutputs;
 using detail::freeDataInputs;
 using detail::internalUses;
 using detail::nodesToKeep;
-using detail::planFor;
 using detail::PlanEntry;
+using detail::planFor;
 
 // Note [Renaming ops share their input's buffer]
 // The buffers behind lazy tensors are never written in place while anything else holds them

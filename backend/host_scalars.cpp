@@ -52,23 +52,24 @@ std::vector<c10::Scalar> unpackScalars(at::TensorList self, at::TensorList tenso
   }
   std::vector<c10::Scalar> unpacked;
   unpacked.reserve(self.size());
-  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(
-      at::kComplexHalf, at::kHalf, at::kBool, at::kBFloat16, scalars.scalar_type(),
-      "unpackScalars", [&] {
-        const scalar_t* data = scalars.const_data_ptr<scalar_t>();
-        for (size_t i = 0; i < self.size(); ++i) unpacked.emplace_back(data[i]);
-      });
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(at::kComplexHalf, at::kHalf, at::kBool, at::kBFloat16,
+                                         scalars.scalar_type(), "unpackScalars", [&] {
+                                           const scalar_t* data =
+                                               scalars.const_data_ptr<scalar_t>();
+                                           for (size_t i = 0; i < self.size(); ++i)
+                                             unpacked.emplace_back(data[i]);
+                                         });
   return unpacked;
 }
 
-std::vector<at::Tensor> addcdiv(at::TensorList self, at::TensorList tensor1,
-                                at::TensorList tensor2, const at::Tensor& scalars) {
+std::vector<at::Tensor> addcdiv(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2,
+                                const at::Tensor& scalars) {
   return at::_ops::_foreach_addcdiv_ScalarList::call(
       self, tensor1, tensor2, unpackScalars(self, tensor1, tensor2, scalars));
 }
 
-std::vector<at::Tensor> addcmul(at::TensorList self, at::TensorList tensor1,
-                                at::TensorList tensor2, const at::Tensor& scalars) {
+std::vector<at::Tensor> addcmul(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2,
+                                const at::Tensor& scalars) {
   return at::_ops::_foreach_addcmul_ScalarList::call(
       self, tensor1, tensor2, unpackScalars(self, tensor1, tensor2, scalars));
 }
@@ -163,8 +164,7 @@ void registerHostScalarKernels(torch::Library& lazy_lib, torch::Library& functio
   lazy_lib.impl("_foreach_addcdiv.Tensor", TORCH_FN(addcdiv));
   lazy_lib.impl("_foreach_addcmul.Tensor", TORCH_FN(addcmul));
   for (const char* name : {"aten::_foreach_addcdiv_", "aten::_foreach_addcmul_"}) {
-    wrap(name, "Tensor",
-         c10::KernelFunction::makeFromBoxedFunction<&functionalizePackedScalars>());
+    wrap(name, "Tensor", c10::KernelFunction::makeFromBoxedFunction<&functionalizePackedScalars>());
   }
   for (const char* overload : {"Scalar", "Tensor"}) {
     lazy_lib.impl((std::string("masked_fill.") + overload).c_str(),

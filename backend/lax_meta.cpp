@@ -44,8 +44,8 @@ constexpr int64_t kMaxProbeElements = int64_t{1} << 16;
 
 bool isLaxMeta(const c10::OperatorHandle& op) {
   static const std::set<std::string> ops = {
-      "aten::convolution", "aten::avg_pool3d",     "aten::bucketize",
-      "aten::complex",     "aten::index_add",      "aten::index_select",
+      "aten::convolution",    "aten::avg_pool3d",         "aten::bucketize",
+      "aten::complex",        "aten::index_add",          "aten::index_select",
       "aten::masked_scatter", "aten::as_strided_scatter", "aten::multinomial"};
   const std::string& name = op.schema().name();
   if (ops.count(name) > 0) return true;

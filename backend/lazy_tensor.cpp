@@ -1,10 +1,10 @@
 #include "backend/lazy_tensor.h"
 
 #include "backend/device.h"
-#include "lazy_ir/metrics.h"
 #include "backend/storage_addresses.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/graph.h"
+#include "lazy_ir/metrics.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -70,8 +70,10 @@ c10::intrusive_ptr<LazyData> LazyData::materialized(at::Tensor buffer) {
 }
 
 void LazyData::checkNotBroken() const {
-  LF_CHECK(error_.empty(), "this lazy tensor has no value: the graph computing it failed at sync "
-           "with: ", error_);
+  LF_CHECK(error_.empty(),
+           "this lazy tensor has no value: the graph computing it failed at sync "
+           "with: ",
+           error_);
 }
 
 Value LazyData::asInput() {
@@ -164,15 +166,16 @@ void LazyTensorImpl::reportViewGeometry(c10::IntArrayRef strides, int64_t storag
 
 // Note [Values made in InferenceMode]
 // A tensor made in InferenceMode is an inference tensor (no autograd keys, no version counter),
-// except a view of a normal tensor, which eager keeps normal. A lazy tensor's FunctionalTensorWrapper
-// takes both from the value it wraps when it is made, so the value a view op's *_copy returns in
-// InferenceMode would make the view an inference tensor, and ADInplaceOrView, which runs for the
-// normal base, refuses to give it the base's version counter ("Cannot set version_counter for
-// inference tensor"): a model made outside InferenceMode could not even run F.linear inside it.
-// So the recorder makes such a value normal when the value it is a view of is (leaveInference),
-// and likewise the new value of a write into a normal tensor and of a *_scatter into a normal
-// base, which functionalization swaps in under the normal wrapper that later views are taken of.
-// Pinned by test_inference_mode.py::test_inference_mode_on_tensors_made_outside_it.
+// except a view of a normal tensor, which eager keeps normal. A lazy tensor's
+// FunctionalTensorWrapper takes both from the value it wraps when it is made, so the value a view
+// op's *_copy returns in InferenceMode would make the view an inference tensor, and
+// ADInplaceOrView, which runs for the normal base, refuses to give it the base's version counter
+// ("Cannot set version_counter for inference tensor"): a model made outside InferenceMode could not
+// even run F.linear inside it. So the recorder makes such a value normal when the value it is a
+// view of is (leaveInference), and likewise the new value of a write into a normal tensor and of a
+// *_scatter into a normal base, which functionalization swaps in under the normal wrapper that
+// later views are taken of. Pinned by
+// test_inference_mode.py::test_inference_mode_on_tensors_made_outside_it.
 void LazyTensorImpl::leaveInference() {
   if (!is_inference()) return;
   key_set_ = key_set_ | c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::LazyBit);

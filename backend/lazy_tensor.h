@@ -113,8 +113,7 @@ LazyTensorImpl& lazyImplOrRaise(const at::Tensor& tensor, const char* expected);
 /// view. `key` identifies the call's ops, constants and input metadata in the trace.
 /// See Note [View geometry].
 void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
-                       const torch::jit::Stack& args, torch::jit::Stack& stack,
-                       size_t num_results);
+                       const torch::jit::Stack& args, torch::jit::Stack& stack, size_t num_results);
 
 /// Makes the `num_results` lazy tensors at the end of `stack`, returned by `op` (not a view op, and
 /// writing no argument) called with `args`, report the strides eager gives them, when an input
@@ -135,9 +134,7 @@ void reportGeometryOf(const at::Tensor& like, const at::Tensor& result);
 /// The storage offset `t` reports: a FunctionalTensorWrapper's storage_offset() returns a field
 /// set when it was made (PyTorch overrides only its sym_storage_offset), which a view made by
 /// as_strided on another view does not keep; sym_storage_offset() asks the tensor it wraps.
-inline int64_t storageOffsetOf(const at::Tensor& t) {
-  return t.sym_storage_offset().expect_int();
-}
+inline int64_t storageOffsetOf(const at::Tensor& t) { return t.sym_storage_offset().expect_int(); }
 
 /// A raw (unwrapped) lazy tensor holding a pending value.
 at::Tensor makeLazyTensor(Value value);

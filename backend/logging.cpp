@@ -4,7 +4,6 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-
 namespace lazyfuse {
 namespace {
 
@@ -33,9 +32,7 @@ spdlog::logger& logger() {
 
 }  // namespace
 
-LogLevel logLevel() {
-  return config::logLevel();
-}
+LogLevel logLevel() { return config::logLevel(); }
 
 void logMessage(LogLevel level, const std::string& message) {
   logger().log(toSpdlog(level), "{}", message);

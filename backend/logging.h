@@ -27,11 +27,11 @@ std::string concat(const Args&... args) {
 
 }  // namespace lazyfuse
 
-#define LF_LOG(level, ...)                                                        \
-  do {                                                                            \
-    if (::lazyfuse::logLevel() <= (level)) {                                      \
-      ::lazyfuse::logMessage((level), ::lazyfuse::detail::concat(__VA_ARGS__));   \
-    }                                                                             \
+#define LF_LOG(level, ...)                                                      \
+  do {                                                                          \
+    if (::lazyfuse::logLevel() <= (level)) {                                    \
+      ::lazyfuse::logMessage((level), ::lazyfuse::detail::concat(__VA_ARGS__)); \
+    }                                                                           \
   } while (0)
 #define LF_LOG_DEBUG(...) LF_LOG(::lazyfuse::LogLevel::kDebug, __VA_ARGS__)
 #define LF_LOG_INFO(...) LF_LOG(::lazyfuse::LogLevel::kInfo, __VA_ARGS__)

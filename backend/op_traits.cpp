@@ -18,6 +18,7 @@ namespace {
 // from their results. Each run counts as aten::<op>. Boolean-mask indexing is caught by the
 // recorder from its index dtypes; ops with no meta kernel join at run time (markEager).
 const std::set<std::string>& dataDependentOps() {
+  // clang-format off
   static const std::set<std::string> ops = {
       "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::unique",
       "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
@@ -28,6 +29,7 @@ const std::set<std::string>& dataDependentOps() {
       "aten::histogram", "aten::histogramdd", "aten::_histogramdd_from_bin_cts",
       "aten::_histogramdd_from_bin_tensors", "aten::segment_reduce",
       "aten::_nested_tensor_from_mask", "aten::ctc_loss", "aten::_ctc_loss"};
+  // clang-format on
   return ops;
 }
 
@@ -111,11 +113,10 @@ std::optional<c10::OperatorHandle> viewOpOf(const c10::FunctionSchema& schema) {
 // element per dim (floor_divide is pointwise without the tag).
 bool probesOnCpu(const c10::OperatorHandle& op, const std::vector<uint8_t>& written) {
   static const std::set<std::string> size_free = {
-      "aten::mm",       "aten::bmm",          "aten::addmm",        "aten::baddbmm",
-      "aten::addbmm",   "aten::mv",           "aten::addmv",        "aten::dot",
-      "aten::vdot",     "aten::_softmax",     "aten::_log_softmax", "aten::floor_divide",
-      "aten::cumsum",   "aten::cumprod",      "aten::softmax",      "aten::log_softmax",
-      "aten::sort"};
+      "aten::mm",           "aten::bmm",          "aten::addmm",  "aten::baddbmm", "aten::addbmm",
+      "aten::mv",           "aten::addmv",        "aten::dot",    "aten::vdot",    "aten::_softmax",
+      "aten::_log_softmax", "aten::floor_divide", "aten::cumsum", "aten::cumprod", "aten::softmax",
+      "aten::log_softmax",  "aten::sort"};
   if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;
   if (op.hasTag(at::Tag::pointwise) || op.hasTag(at::Tag::reduction)) return true;
   const std::string& name = op.schema().name();
@@ -132,8 +133,8 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   traits->name_hash = hashString(traits->name);
   traits->eager = dataDependentOps().count(schema.name()) > 0;
   traits->aux_outputs = auxOutputsOf(traits->name);
-  traits->meta_scalars_on_meta = traits->name == "aten::masked_fill.Tensor" ||
-                                 traits->name == "aten::masked_fill_.Tensor";
+  traits->meta_scalars_on_meta =
+      traits->name == "aten::masked_fill.Tensor" || traits->name == "aten::masked_fill_.Tensor";
   traits->scalars_are_constants = schema.name() == "aten::arange" || schema.name() == "aten::range";
   for (const c10::Argument& arg : schema.arguments()) {
     const c10::AliasInfo* alias = arg.alias_info();
@@ -145,10 +146,9 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   traits->out_dtype_arg = outDtypeArgOf(schema, traits->written);
   traits->view_op = viewOpOf(schema);
   traits->probes_on_cpu = probesOnCpu(op, traits->written);
-  traits->scatters_into_self =
-      endsWith(schema.name(), "_scatter") && schema.returns().size() == 1 &&
-      !schema.arguments().empty() &&
-      schema.arguments()[0].type()->kind() == c10::TypeKind::TensorType;
+  traits->scatters_into_self = endsWith(schema.name(), "_scatter") &&
+                               schema.returns().size() == 1 && !schema.arguments().empty() &&
+                               schema.arguments()[0].type()->kind() == c10::TypeKind::TensorType;
   for (const c10::Argument& ret : schema.returns()) {
     if (!isTensorLike(ret.type())) traits->eager = true;
     int aliased = -1;

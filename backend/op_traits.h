@@ -18,10 +18,10 @@ namespace lazyfuse {
 /// See Note [Aux outputs on the CPU].
 enum class AuxOutputs : uint8_t {
   kSameAsMeta,
-  kNormStats,    // on the CPU, the recorder corrects the statistics it returns
-  kMaskedGrads,  // the recorder drops the gradients output_mask leaves out (CPU and CUDA)
-  kEagerOnCpu,   // on the CPU, the op runs eagerly
-  kCpuOnlyBuffer,  // off the CPU, the recorder empties the buffer only the CPU kernel fills
+  kNormStats,       // on the CPU, the recorder corrects the statistics it returns
+  kMaskedGrads,     // the recorder drops the gradients output_mask leaves out (CPU and CUDA)
+  kEagerOnCpu,      // on the CPU, the op runs eagerly
+  kCpuOnlyBuffer,   // off the CPU, the recorder empties the buffer only the CPU kernel fills
   kScalarLossOf1d,  // the recorder makes the unreduced loss of a 1-D input 0-dim, as eager's
 };
 

@@ -81,8 +81,8 @@ at::Tensor writtenOnMemory(const OpTraits& traits, const torch::jit::Stack& args
   return overlapping;
 }
 
-void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
-                   const at::Tensor& written, torch::jit::Stack* stack) {
+void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits, const at::Tensor& written,
+                   torch::jit::Stack* stack) {
   const size_t num_args = traits.written.size();
   torch::jit::Stack args(stack->end() - num_args, stack->end());
 
@@ -146,4 +146,3 @@ void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
 }
 
 }  // namespace lazyfuse
-

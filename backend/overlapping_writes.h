@@ -40,7 +40,7 @@ at::Tensor writtenOnMemory(const OpTraits& traits, const torch::jit::Stack& args
 
 /// Runs the call (its arguments at the end of `stack`) on memory, through `written` (from
 /// writtenOnMemory), leaving its results on `stack`.
-void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits,
-                   const at::Tensor& written, torch::jit::Stack* stack);
+void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits, const at::Tensor& written,
+                   torch::jit::Stack* stack);
 
 }  // namespace lazyfuse

@@ -46,8 +46,7 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
   NoInterrupts no_interrupts;
   // The run as usual, without donation so that the inputs stay as they are: what the capture's
   // replay must give, and what this run returns if it does not.
-  std::vector<at::Tensor> reference =
-      runPlan(plan.plan, graph, plan.kernels.get(), nullptr);
+  std::vector<at::Tensor> reference = runPlan(plan.plan, graph, plan.kernels.get(), nullptr);
 
   auto run = std::make_unique<CapturedRun>();
   run->capture = target.newCapture();
@@ -160,8 +159,8 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
   donation.donated_data += state.donated_data;
   std::vector<at::Tensor> result = run->handOut(graph);
   if (std::optional<size_t> i = firstMismatch(result, reference)) {
-    disable("its captured run computed other values than the plan (output " +
-            std::to_string(*i) + ")");
+    disable("its captured run computed other values than the plan (output " + std::to_string(*i) +
+            ")");
     return reference;
   }
   captured_ = std::move(run);

@@ -2,11 +2,11 @@
 
 #include "backend/device.h"
 #include "backend/logging.h"
-#include "lazy_ir/metrics.h"
 #include "kernels/cuda_codegen.h"
 #include "kernels/cuda_compiler.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/config.h"
+#include "lazy_ir/metrics.h"
 #include "lowering/pipeline.h"
 #include "lowering/print_plan.h"
 
@@ -79,7 +79,8 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
   if (arch <= 0 || plan.kernels.empty()) return;
   // Rendered as a CUDA target would lower the graph: with its kernel batches, and fusing what
   // only the CPU leaves to ATen (Note [Ops left to ATen on a target]).
-  const ExecutionPlan batched = lowerGraph(graph, /*fuse=*/true, /*batch=*/true, KernelTarget::kCuda);
+  const ExecutionPlan batched =
+      lowerGraph(graph, /*fuse=*/true, /*batch=*/true, KernelTarget::kCuda);
   const CudaPlanKernels inputs = cudaPlanKernels(batched);
   CudaCompileResult result = compileCuda(renderCuda(inputs.kernels, inputs.batches).source, arch);
   if (result.binary) {
@@ -94,8 +95,8 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
 /// Compiles the plan's kernels through its target; the error text, or "" on success.
 std::string compileKernels(const Graph& graph, CompiledPlan& compiled) {
   SourceDump dump;
-  const char* dialect = compiled.target->capabilities().lowering == KernelTarget::kCuda ? "cuda"
-                                                                                        : "cpp";
+  const char* dialect =
+      compiled.target->capabilities().lowering == KernelTarget::kCuda ? "cuda" : "cpp";
   if (dumpRequested(dialect)) {
     dump = [&graph](const char* ext, const std::string& source) {
       writeDump(graph, "kernels", ext, source);

@@ -154,8 +154,7 @@ std::vector<at::Tensor> CapturedRun::handOut(const Graph& graph) const {
     if (o.kind == OutputKind::kInput) {
       const at::Tensor& input = graph.nodes()[o.position]->data();
       result.push_back(
-          o.same ? input
-                 : input.as_strided(o.sizes, o.strides, input.storage_offset() + o.offset));
+          o.same ? input : input.as_strided(o.sizes, o.strides, input.storage_offset() + o.offset));
       continue;
     }
     at::Tensor view = statics[o.storage].as_strided(o.sizes, o.strides, o.offset);

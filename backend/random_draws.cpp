@@ -21,10 +21,10 @@
 // a bernoulli(1 - p) mask of the input's dtype, drawn as above, the output (input * mask) *
 // 1 / (1 - p), and the mask as bool. The factories and *_like ops that take no generator
 // (torch.rand(n) calls aten::rand, not aten::rand.generator) are recorded as their twin that
-// does, with a None generator, which the recorder then draws for. Seeding the default generator, or setting its
-// state, before ops are recorded thus reproduces them, as in eager; the values are not eager's
-// own (eager draws its stream directly), which no test of ours relies on: random ops compare
-// shapes and statistics against eager, and reproducibility against themselves. Pinned by
+// does, with a None generator, which the recorder then draws for. Seeding the default generator, or
+// setting its state, before ops are recorded thus reproduces them, as in eager; the values are not
+// eager's own (eager draws its stream directly), which no test of ours relies on: random ops
+// compare shapes and statistics against eager, and reproducibility against themselves. Pinned by
 // test_factories_transfers.py::test_random_*_when_recorded and
 // test_autograd_training.py::test_checkpoint_with_dropout_*.
 #include "backend/random_draws.h"
@@ -125,8 +125,9 @@ void twinKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void registerRandomTwinKernels(torch::Library& lazy_lib) {
   for (const auto& [name, twin] : twins()) {
-    const std::string impl =
-        name.overload_name.empty() ? name.name.substr(6) : name.name.substr(6) + "." + name.overload_name;
+    const std::string impl = name.overload_name.empty()
+                                 ? name.name.substr(6)
+                                 : name.name.substr(6) + "." + name.overload_name;
     lazy_lib.impl(impl.c_str(), torch::CppFunction::makeFromBoxedFunction<&twinKernel>());
   }
 }

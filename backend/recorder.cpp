@@ -1,15 +1,15 @@
 #include "backend/recorder.h"
 
-#include "backend/detail/call_recorder.h"
 #include "backend/aux_outputs.h"
+#include "backend/detail/call_recorder.h"
 #include "backend/device.h"
 #include "backend/lax_meta.h"
 #include "backend/lazy_tensor.h"
-#include "lazy_ir/metrics.h"
 #include "backend/op_traits.h"
 #include "backend/random_draws.h"
 #include "backend/write_checks.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/metrics.h"
 
 #include <ATen/core/List.h>
 #include <ATen/ops/empty_strided.h>
@@ -60,7 +60,7 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
     attrs = recorder.inferOnMeta(key);
   } catch (const c10::NotImplementedError&) {
     return nullptr;
-  } catch (const std::exception&) {  // a c10::Error, or a Python meta kernel's exception
+  } catch (const std::exception&) {       // a c10::Error, or a Python meta kernel's exception
     checkLaxMetaOnCpu(op, traits, args);  // See Note [Lax meta kernels]
     raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/false);
     throw;

@@ -1,8 +1,8 @@
 // Registers lazyfuse's kernels with the dispatcher when the library loads.
 #include "backend/attention.h"
 #include "backend/functionalize_kernels.h"
-#include "backend/logging.h"
 #include "backend/host_scalars.h"
+#include "backend/logging.h"
 #include "backend/op_traits.h"
 #include "backend/random_draws.h"
 #include "backend/recorder.h"
@@ -100,8 +100,9 @@ void registerDynamicKernels() {
   // Every kernel on Functionalize acts on lazy calls only: Note [Lazy-only kernels on
   // Functionalize].
   auto& dispatcher = c10::Dispatcher::singleton();
-  implLazyOnFunctionalize(*functionalize_lib, dispatcher.findSchemaOrThrow("aten::copy_", ""),
-                          c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(functionalizeCopy)));
+  implLazyOnFunctionalize(
+      *functionalize_lib, dispatcher.findSchemaOrThrow("aten::copy_", ""),
+      c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(functionalizeCopy)));
   implLazyOnFunctionalize(
       *functionalize_lib, dispatcher.findSchemaOrThrow("aten::polygamma_", ""),
       c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(functionalizePolygamma)));
@@ -110,7 +111,8 @@ void registerDynamicKernels() {
   // See Note [set_data across InferenceMode]; on Functionalize before the loop below would give
   // it decomposeKernel there.
   implLazyOnFunctionalize(
-      *functionalize_lib, dispatcher.findSchemaOrThrow("aten::_has_compatible_shallow_copy_type", ""),
+      *functionalize_lib,
+      dispatcher.findSchemaOrThrow("aten::_has_compatible_shallow_copy_type", ""),
       c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(hasCompatibleShallowCopyType)));
   autograd_lib->impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
   int count = 0;

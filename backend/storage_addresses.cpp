@@ -57,8 +57,7 @@ void* reserveAddress(size_t nbytes) {
 
 /// See Note [Addresses of lazy storages]: the view's own offset field, and its storage's address.
 void placeView(const at::Tensor& view) {
-  if (!view.defined() || !isLazy(view) ||
-      !at::functionalization::impl::isFunctionalTensor(view)) {
+  if (!view.defined() || !isLazy(view) || !at::functionalization::impl::isFunctionalTensor(view)) {
     return;
   }
   c10::TensorImpl* impl = view.unsafeGetTensorImpl();
@@ -107,7 +106,8 @@ void registerStorageKernels(torch::Library& functionalize_lib) {
 }
 
 void giveStorageAnAddress(const at::Tensor& wrapper) {
-  c10::StorageImpl* storage = wrapper.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+  c10::StorageImpl* storage =
+      wrapper.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
   if (storage == nullptr || storage->data() != nullptr) return;
   static std::mutex mutex;  // two threads viewing one base at once give it one address
   std::lock_guard<std::mutex> lock(mutex);

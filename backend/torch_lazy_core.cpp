@@ -20,8 +20,8 @@
 #include "backend/api.h"
 #include "backend/device.h"
 #include "backend/graph_executor.h"
-#include "lazy_ir/metrics.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/metrics.h"
 
 #include <torch/csrc/lazy/backend/backend_interface.h>
 #include <torch/csrc/lazy/core/lazy_graph_executor.h>
@@ -42,7 +42,8 @@ struct HardwareDeviceType final : torch::lazy::BackendDeviceType {
 };
 
 [[noreturn]] void notLazyfuses(const char* entry) {
-  LF_CHECK(false, "torch::lazy::BackendImplInterface::", entry, " belongs to the TorchScript lazy "
+  LF_CHECK(false, "torch::lazy::BackendImplInterface::", entry,
+           " belongs to the TorchScript lazy "
            "backend's pipeline; lazyfuse records, compiles and runs lazy tensors itself, and "
            "torch._lazy reaches it through mark_step, sync_multi, metrics and debug only");
   std::abort();  // unreachable: LF_CHECK(false) throws
@@ -59,7 +60,8 @@ class Backend final : public torch::lazy::BackendImplInterface {
   }
   void SetDefaultDeviceType(int8_t type) override {
     LF_CHECK(type == static_cast<int8_t>(hardwareDevice().type()), "lazy tensors run on ",
-             hardwareDevice().str(), "; choose the hardware device with LAZYFUSE_DEVICE before "
+             hardwareDevice().str(),
+             "; choose the hardware device with LAZYFUSE_DEVICE before "
              "the first lazy tensor is made");
   }
   int64_t GetDefaultDeviceOrdinal() const override { return 0; }
@@ -97,8 +99,8 @@ class Backend final : public torch::lazy::BackendImplInterface {
     notLazyfuses("MakeTensorFromComputationData");
   }
   std::unique_ptr<torch::lazy::LoweringContext> CreateLoweringContext(
-      const std::string&, torch::lazy::BackendDevice,
-      c10::ArrayRef<const torch::lazy::Node*>, torch::lazy::Util::EmissionMap) const override {
+      const std::string&, torch::lazy::BackendDevice, c10::ArrayRef<const torch::lazy::Node*>,
+      torch::lazy::Util::EmissionMap) const override {
     notLazyfuses("CreateLoweringContext");
   }
   std::unique_ptr<torch::lazy::LoweringContext> CreateLoweringContext(

@@ -6,9 +6,9 @@
 #include "backend/functionalize_kernels.h"
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
-#include "lazy_ir/metrics.h"
 #include "backend/recorder.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/metrics.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/ops/_to_copy.h>
@@ -70,10 +70,10 @@ void toCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!isLazy(self) && to_lazy) {
     // The entry point: another device's tensor becomes a materialized lazy tensor.
     metrics::transfers_in.add();
-    at::Tensor buffer = at::_to_copy(self, args[1].toOptional<c10::ScalarType>(),
-                                     args[2].toOptional<c10::Layout>(), hardwareDevice(),
-                                     args[4].toOptional<bool>(), args[5].toBool(),
-                                     args[6].toOptional<c10::MemoryFormat>());
+    at::Tensor buffer =
+        at::_to_copy(self, args[1].toOptional<c10::ScalarType>(), args[2].toOptional<c10::Layout>(),
+                     hardwareDevice(), args[4].toOptional<bool>(), args[5].toBool(),
+                     args[6].toOptional<c10::MemoryFormat>());
     torch::jit::drop(*stack, 7);
     stack->push_back(wrapIfFactory(makeMaterializedTensor(buffer)));
     return;
@@ -130,9 +130,10 @@ at::Tensor& functionalizeCopy(at::Tensor& self, const at::Tensor& src, bool non_
       self.copy_(buffer, non_blocking);
       return self;
     }
-    TORCH_INTERNAL_ASSERT(!F::isFunctionalTensor(src),
-                          "mutating a non-functional tensor with a functional tensor is not allowed.",
-                          " Please ensure that all of your inputs are wrapped inside of a functionalize() call.");
+    TORCH_INTERNAL_ASSERT(
+        !F::isFunctionalTensor(src),
+        "mutating a non-functional tensor with a functional tensor is not allowed.",
+        " Please ensure that all of your inputs are wrapped inside of a functionalize() call.");
     at::AutoDispatchSkipFunctionalize guard;
     self.copy_(src, non_blocking);
     return self;
@@ -141,7 +142,8 @@ at::Tensor& functionalizeCopy(at::Tensor& self, const at::Tensor& src, bool non_
     at::Tensor self_meta = meta(self);
     at::Tensor src_meta = meta(src);
     at::AutoDispatchSkipFunctionalize guard;
-    c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+    c10::impl::ExcludeDispatchKeyGuard no_autograd(
+        c10::autograd_dispatch_keyset_with_ADInplaceOrView);
     self_meta.copy_(src_meta, non_blocking);
   }
   F::sync(self);
@@ -205,9 +207,9 @@ void likeOnDeviceKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
 
 void registerLikeOnDeviceKernels(torch::Library& functionalize_lib) {
   static const std::unordered_set<std::string> kOps = {
-      "aten::empty_like", "aten::zeros_like", "aten::ones_like", "aten::full_like",
-      "aten::rand_like", "aten::randn_like", "aten::randint_like", "aten::new_empty",
-      "aten::new_zeros", "aten::new_ones", "aten::new_full", "aten::new_empty_strided"};
+      "aten::empty_like", "aten::zeros_like", "aten::ones_like",    "aten::full_like",
+      "aten::rand_like",  "aten::randn_like", "aten::randint_like", "aten::new_empty",
+      "aten::new_zeros",  "aten::new_ones",   "aten::new_full",     "aten::new_empty_strided"};
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (!kOps.count(name.name)) continue;  // every overload of these ops
     implLazyOnFunctionalize(functionalize_lib, *c10::Dispatcher::singleton().findOp(name),

@@ -170,8 +170,8 @@ void reportGeometries(const ViewGeometries& geometries, torch::jit::Stack& stack
 void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
                        const torch::jit::Stack& args, torch::jit::Stack& stack,
                        size_t num_results) {
-  const LazyTensorImpl* self = args.empty() || !args[0].isTensor() ? nullptr
-                                                                     : lazyImpl(args[0].toTensor());
+  const LazyTensorImpl* self =
+      args.empty() || !args[0].isTensor() ? nullptr : lazyImpl(args[0].toTensor());
   if (self == nullptr) return;
   key = hashCombine(hashInts(key, self->strides()), self->storage_offset());
   auto geometries = cachedGeometry(key, [&] { return inferViewGeometry(view_op, args, *self); });
@@ -199,7 +199,7 @@ void reportResultGeometry(const c10::OperatorHandle& op, HashValue key,
     }
   }
   if (!other && !hasConvolutionLayout(op)) return;  // See Note [Convolution layout]
-  key = hashCombine(key, 0x7e5a17ULL);  // apart from the view geometries' keys
+  key = hashCombine(key, 0x7e5a17ULL);              // apart from the view geometries' keys
   auto geometries = cachedGeometry(key, [&] { return inferResultGeometry(op, args); });
   reportGeometries(*geometries, stack, num_results);
 }

@@ -87,7 +87,7 @@ bool overlapsItself(const at::Tensor& t) {
 /// written one overlaps itself. An out= tensor's reaches to the end of its storage: the op may
 /// resize it before it checks (gather(x, 0, i[1:], out=i[:1]) overlaps once out has 2 elements).
 Extents extentsOf(const c10::OperatorHandle& op, const OpTraits& traits,
-                              const torch::jit::Stack& args, WriteAliasing& aliasing) {
+                  const torch::jit::Stack& args, WriteAliasing& aliasing) {
   Extents extents;
   const std::vector<c10::Argument>& schema_args = op.schema().arguments();
   for (size_t i = 0; i < args.size(); ++i) {

@@ -110,7 +110,8 @@ namespace {
 // `out` the new running_var. So for lazy tensors those ops get this kernel on Functionalize, which
 // calls the same functional op (`<name>_functional`, or `<name>` with the same overload) and hands
 // out= arguments the first results and the other written arguments the rest, in order. Other
-// callers keep PyTorch's kernel. Pinned by test_out_variants.py::test_out_and_written_stats_like_eager.
+// callers keep PyTorch's kernel. Pinned by
+// test_out_variants.py::test_out_and_written_stats_like_eager.
 /// The functional op of each out= op, by schema of the out= op; filled at load, read-only after.
 using OutFunctionals = std::unordered_map<const c10::FunctionSchema*, c10::OperatorHandle>;
 
@@ -155,7 +156,8 @@ std::optional<c10::OperatorHandle> findFunctional(const c10::OperatorHandle& op)
     bool same = f.arguments().size() == inputs.size() && f.returns().size() == num_written;
     for (size_t i = 0; same && i < inputs.size(); ++i) {
       const c10::AliasInfo* alias = f.arguments()[i].alias_info();
-      same = f.arguments()[i].name() == inputs[i]->name() && (alias == nullptr || !alias->isWrite());
+      same =
+          f.arguments()[i].name() == inputs[i]->name() && (alias == nullptr || !alias->isWrite());
     }
     if (same) return functional;
   }
@@ -207,8 +209,8 @@ void functionalizeOutKernel(const c10::OperatorHandle& op, c10::DispatchKeySet k
   }
   std::vector<at::Tensor> results;
   for (const c10::IValue& v : call) appendTensors(v, results);
-  LF_INTERNAL_ASSERT(results.size() == written.size(), functional_op.operator_name(),
-                     " returned ", results.size(), " tensors for ", written.size());
+  LF_INTERNAL_ASSERT(results.size() == written.size(), functional_op.operator_name(), " returned ",
+                     results.size(), " tensors for ", written.size());
   for (size_t k = 0; k < written.size(); ++k) {
     F::replace_(written[k], results[k]);
     F::commit_update(written[k]);
@@ -303,8 +305,8 @@ bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
   const c10::DispatchKeySet autograd_keys = c10::autograd_dispatch_keyset_with_ADInplaceOrView;
   const bool differ_in_autograd_keys_only =
-      isLazy(self) && isLazy(from) && F::isFunctionalTensor(self) &&
-      F::isFunctionalTensor(from) && self.key_set() != from.key_set() &&
+      isLazy(self) && isLazy(from) && F::isFunctionalTensor(self) && F::isFunctionalTensor(from) &&
+      self.key_set() != from.key_set() &&
       (self.key_set() - autograd_keys) == (from.key_set() - autograd_keys);
   if (differ_in_autograd_keys_only) impl->*KeySetAccess::member() = from.key_set();
   return impl->has_compatible_shallow_copy_type(from.key_set());

@@ -22,8 +22,7 @@ bool registerOutDecomposition(const c10::OperatorHandle& op, torch::Library& aut
 /// Registers a kernel on `functionalize_lib` (aten, Functionalize) for an out= op that also writes
 /// arguments that are not out=, which hands each written argument its own result. Returns whether
 /// it registered one. See Note [Out= ops that write other arguments too].
-bool registerOutFunctionalization(const c10::OperatorHandle& op,
-                                  torch::Library& functionalize_lib);
+bool registerOutFunctionalization(const c10::OperatorHandle& op, torch::Library& functionalize_lib);
 
 /// Functionalize kernel of polygamma_. See Note [Functionalizing polygamma_].
 at::Tensor& functionalizePolygamma(at::Tensor& self, int64_t n);

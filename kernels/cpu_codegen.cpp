@@ -226,8 +226,8 @@ void CpuRenderer::partLoop(const std::vector<bool>& instrs, const std::string& v
     } else if (half_stores_[k]) {
       out_ += at_start + "lf_half_block_store(" + target + ", " + array + ", n); }\n";
     } else if (streams_[k]) {
-      out_ += at_start + "lf_stream(" + target + ", " + array + ", n * sizeof(" + array +
-              "[0])); }\n";
+      out_ +=
+          at_start + "lf_stream(" + target + ", " + array + ", n * sizeof(" + array + "[0])); }\n";
     }
   }
   out_ += "    }\n";
@@ -264,7 +264,8 @@ void CpuRenderer::chooseBlocks(const std::vector<bool>& inner) {
     const KStore& store = k_.stores[k];
     contiguous_store[k] = contiguousAlong(store.index, rank, rank - 1);
     if (contiguous_store[k]) contiguous.insert(store.buffer);
-    half_stores_[k] = contiguous_store[k] && k_.buffers[store.buffer].dtype == c10::ScalarType::Half;
+    half_stores_[k] =
+        contiguous_store[k] && k_.buffers[store.buffer].dtype == c10::ScalarType::Half;
     any = any || half_stores_[k];
   }
   // See Note [Streaming stores].
@@ -377,8 +378,8 @@ std::string CpuRenderer::instrExpr(const KInstr& instr, int32_t i) const {
     case KOp::kIndex: return cast + "(" + ixText(instr.index) + ")";
     case KOp::kUnary: return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ")";
     case KOp::kBinary:
-      return cast + "lf_" + binaryName(instr) + "(" + t(instr.args[0]) + ", " +
-             t(instr.args[1]) + ")";
+      return cast + "lf_" + binaryName(instr) + "(" + t(instr.args[0]) + ", " + t(instr.args[1]) +
+             ")";
     case KOp::kWhere:
       return t(instr.args[0]) + " ? " + cast + t(instr.args[1]) + " : " + cast + t(instr.args[2]);
     case KOp::kCast: return cast + t(instr.args[0]);
@@ -392,8 +393,8 @@ std::string CpuRenderer::instrExpr(const KInstr& instr, int32_t i) const {
 }
 
 std::string CpuRenderer::binaryName(const KInstr& instr) const {
-  const bool floating = instr.dtype == c10::ScalarType::Float ||
-                        instr.dtype == c10::ScalarType::Double;
+  const bool floating =
+      instr.dtype == c10::ScalarType::Float || instr.dtype == c10::ScalarType::Double;
   if (instr.fn == "pow" && floating && !varying_[instr.args[1]]) return "pow_uniform";
   return instr.fn;
 }
@@ -426,7 +427,8 @@ std::string CpuRenderer::storeText(const std::string& indent) const {
     const KStore& store = k_.stores[k];
     std::string value = t(storedValue(store));
     if (!block_var_.empty() && half_stores_[k]) {  // Note [Half blocks]
-      out += indent + "s" + std::to_string(k) + "[" + block_var_ + " - c] = (float)" + value + ";\n";
+      out +=
+          indent + "s" + std::to_string(k) + "[" + block_var_ + " - c] = (float)" + value + ";\n";
       continue;
     }
     std::string element = !block_var_.empty() && streams_[k]  // Note [Streaming stores]
@@ -437,8 +439,8 @@ std::string CpuRenderer::storeText(const std::string& indent) const {
       case c10::ScalarType::Half: value = "lf_half_store((float)" + value + ")"; break;
       case c10::ScalarType::BFloat16: value = "lf_bf16_store((float)" + value + ")"; break;
       default:
-        value = "(" + std::string(detail::cpuStorageType(k_.buffers[store.buffer].dtype)) + ")" +
-                value;
+        value =
+            "(" + std::string(detail::cpuStorageType(k_.buffers[store.buffer].dtype)) + ")" + value;
     }
     out += indent + element + " = " + value + ";\n";
   }

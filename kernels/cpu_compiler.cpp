@@ -293,9 +293,7 @@ int libmvecLevel() {
 #endif
 }
 
-bool cpuCompilerAvailable() {
-  return findCompiler() != nullptr;
-}
+bool cpuCompilerAvailable() { return findCompiler() != nullptr; }
 
 std::vector<std::string> cpuCompileCommand() {
   const Compiler* compiler = findCompiler();

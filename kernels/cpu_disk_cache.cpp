@@ -22,8 +22,7 @@ namespace {
 /// stored under (its cache key), so an entry moved to another key's name is never loaded.
 std::string checksumText(const std::string& bytes, const std::string& path) {
   char text[64];
-  std::snprintf(text, sizeof(text), "fnv1a64 %016" PRIx64 " %zu ", hashString(bytes),
-                bytes.size());
+  std::snprintf(text, sizeof(text), "fnv1a64 %016" PRIx64 " %zu ", hashString(bytes), bytes.size());
   return text + path.substr(path.rfind('/') + 1) + "\n";
 }
 
@@ -117,7 +116,8 @@ bool storeVerified(const std::string& tmp_so, const std::string& so_path) {
   std::string tmp_sum = makeTempFile(parentOf(so_path), leaf + ".fnv64.");
   if (tmp_sum.empty()) return false;
   std::string sum_path = so_path + ".fnv64";
-  if (writeFile(tmp_sum, checksumText(bytes, so_path)) && rename(tmp_sum.c_str(), sum_path.c_str()) == 0) {
+  if (writeFile(tmp_sum, checksumText(bytes, so_path)) &&
+      rename(tmp_sum.c_str(), sum_path.c_str()) == 0) {
     return true;
   }
   unlink(tmp_sum.c_str());

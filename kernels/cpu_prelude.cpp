@@ -228,9 +228,7 @@ const char* cpuPrelude() {
 }
 
 /// The C type an instruction of `dtype` computes in; see Note [Kernel IR].
-const char* cpuComputeType(c10::ScalarType dtype) {
-  return cComputeType(dtype);
-}
+const char* cpuComputeType(c10::ScalarType dtype) { return cComputeType(dtype); }
 
 /// Element type of a buffer: Bool is a byte read as `!= 0`; see Note [CPU prelude].
 const char* cpuStorageType(c10::ScalarType dtype) {

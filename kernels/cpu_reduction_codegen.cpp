@@ -196,8 +196,8 @@ void CpuRenderer::segmentLines(const std::vector<size_t>& instrs, const std::str
   out_ += "#pragma omp simd\n    for (lf_i64 s = 0; s < n; ++s) {\n";
   out_ += "      const lf_i64 " + segment_var_ + " = lo + s;\n";
   for (size_t i : instrs) {
-    out_ += "      t" + std::to_string(i) + "[s] = " +
-            instrExpr(k_.instrs[i], static_cast<int32_t>(i)) + ";\n";
+    out_ += "      t" + std::to_string(i) +
+            "[s] = " + instrExpr(k_.instrs[i], static_cast<int32_t>(i)) + ";\n";
   }
   out_ += tail + "    }\n";
 }
@@ -208,8 +208,8 @@ void CpuRenderer::segmentReductionLines(const std::vector<int32_t>& group) {
     const std::string type = detail::cpuComputeType(reduction.dtype);
     const std::string acc = "a" + std::to_string(at);
     out_ += "    " + type + " " + acc + "[" + std::to_string(segmentSize()) + "];\n";
-    out_ += "    for (lf_i64 s = 0; s < n; ++s) " + acc + "[s] = " +
-            reductionInit(reduction.kind, reduction.dtype) + ";\n";
+    out_ += "    for (lf_i64 s = 0; s < n; ++s) " + acc +
+            "[s] = " + reductionInit(reduction.kind, reduction.dtype) + ";\n";
   }
   const KReduction& reduction = k_.reductions[k_.instrs[group[0]].ivalue];
   int64_t count = 1;
@@ -233,8 +233,8 @@ void CpuRenderer::segmentReductionLines(const std::vector<int32_t>& group) {
     }
     const std::string type = detail::cpuComputeType(member.dtype);
     const std::string x = "(" + type + ")t" + std::to_string(member.body);
-    out_ += indent + "  " +
-            accumulateLine(member.kind, "a" + std::to_string(at) + "[s]", "", x) + "\n";
+    out_ +=
+        indent + "  " + accumulateLine(member.kind, "a" + std::to_string(at) + "[s]", "", x) + "\n";
   }
   out_ += indent + "}\n";
   while (indent.size() > 4) {
@@ -264,9 +264,9 @@ void CpuRenderer::reductionLines(int32_t at) {
   }
   if (count == 0) return;
   const std::string plain = reduction.kind == ReduceKind::kMax ? "max" : "min";
-  std::string pragma = nan_flag ? "#pragma omp simd reduction(" + plain + ":" + acc +
-                                      ") reduction(|:" + flag + ")\n"
-                                : simdReductionPragma(reduction.kind, acc_type, acc);
+  std::string pragma =
+      nan_flag ? "#pragma omp simd reduction(" + plain + ":" + acc + ") reduction(|:" + flag + ")\n"
+               : simdReductionPragma(reduction.kind, acc_type, acc);
   std::string indent = "    ";
   if (arg || looped.size() <= 1) {
     // One flat loop: argmax/argmin record the flat index q.

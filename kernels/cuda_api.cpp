@@ -41,8 +41,8 @@ std::vector<std::string> nvrtcCandidates() {
     candidates.push_back(torch_lib + "/../../nvidia/cuda_nvrtc/lib/libnvrtc.so.12");
   }
   for (const std::string& path : config::cudaToolkitNvrtc()) candidates.push_back(path);
-  for (const char* name : {"/usr/local/cuda/lib64/libnvrtc.so", "libnvrtc.so.13",
-                           "libnvrtc.so.12", "libnvrtc.so"}) {
+  for (const char* name :
+       {"/usr/local/cuda/lib64/libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
     candidates.push_back(name);
   }
   return candidates;
@@ -109,8 +109,10 @@ const Loaded& loadedNvrtc() {
       result.nvrtc = api;
       return result;
     }
-    result.why = "NVRTC not found (set LAZYFUSE_NVRTC, or install torch's nvidia-* CUDA wheels or "
-                 "the CUDA toolkit)" + tried;
+    result.why =
+        "NVRTC not found (set LAZYFUSE_NVRTC, or install torch's nvidia-* CUDA wheels or "
+        "the CUDA toolkit)" +
+        tried;
     return result;
   }();
   return loaded;

@@ -73,8 +73,8 @@ struct CudaDriverApi {
   CuResult (*cuModuleLoadData)(CuModule*, const void*) = nullptr;
   CuResult (*cuModuleGetFunction)(CuFunction*, CuModule, const char*) = nullptr;
   CuResult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CuFunction, int, size_t) = nullptr;
-  CuResult (*cuLaunchKernel)(CuFunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CuStream, void**, void**) = nullptr;
+  CuResult (*cuLaunchKernel)(CuFunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CuStream, void**, void**) = nullptr;
   // Optional: null where the driver lacks them (before CUDA 12.3), and then captured CUDA graphs
   // are replayed only with the parameter values they were captured with. See Note [CUDA graph
   // replay] in backend/plan_replay.cpp.
@@ -102,8 +102,8 @@ std::string cuErrorText(const CudaDriverApi& api, CuResult result);
 
 /// Checks a driver call; a failure is a user-visible error (a launch on a broken device, out of
 /// resources), raised as a c10::Error with the driver's message (Note [Two kinds of error]).
-#define LF_CU_CHECK(api, call)                                                            \
-  do {                                                                                     \
-    ::lazyfuse::CuResult lf_cu_result = (api).call;                                        \
+#define LF_CU_CHECK(api, call)                                                                  \
+  do {                                                                                          \
+    ::lazyfuse::CuResult lf_cu_result = (api).call;                                             \
     LF_CHECK(lf_cu_result == 0, #call " failed: ", ::lazyfuse::cuErrorText(api, lf_cu_result)); \
   } while (0)

@@ -54,8 +54,9 @@ CudaLaunchShape CudaRenderer::render(std::string& out) {
     shape.split = split_;
     shape.split_blocks = group_ == kBlock ? shape.points : (shape.points + kBlock - 1) / kBlock;
     shape.workspace = detail::saturatingMul(detail::saturatingMul(shape.points, split_),
-                                    static_cast<int64_t>(16 * k_.reductions.size()));
-    out += signature(k_.name, "unsigned char* __restrict__ lf_ws, unsigned int* __restrict__ lf_done") +
+                                            static_cast<int64_t>(16 * k_.reductions.size()));
+    out += signature(k_.name,
+                     "unsigned char* __restrict__ lf_ws, unsigned int* __restrict__ lf_done") +
            "{\n" + splitBody() + "}\n";
     return shape;
   }
@@ -99,8 +100,8 @@ CudaBatchShape CudaRenderer::renderBatch(std::string& out, const std::string& na
   if (wide.empty()) return shape;
   shape.vector_name = name + "_v4";
   shape.vector_buffers.assign(wide.begin(), wide.end());
-  out += "\n" + batchSignature(shape.vector_name, name) + "{\n" + batchPrologue() + "  const " + ix_ +
-         " vend = begin + (end - begin) / 4 * 4;\n" + "  for (" + ix_ + " g = begin / 4 + (" +
+  out += "\n" + batchSignature(shape.vector_name, name) + "{\n" + batchPrologue() + "  const " +
+         ix_ + " vend = begin + (end - begin) / 4 * 4;\n" + "  for (" + ix_ + " g = begin / 4 + (" +
          ix_ + ")threadIdx.x; g < vend / 4; g += " + std::to_string(kBlock) + ") {\n    const " +
          ix_ + " p0 = g * 4;\n" + vectorLines(wide) + "  }\n" + pointLoopIn("vend", "end") +
          pointLines() + "  }\n}\n";
@@ -125,8 +126,8 @@ std::string CudaRenderer::signature(const std::string& name, const std::string& 
 }
 
 std::string CudaRenderer::batchSignature(const std::string& name, const std::string& batch) {
-  return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) + ") " +
-         name + "(const __grid_constant__ lf_tab_" + batch + " tab) ";
+  return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) + ") " + name +
+         "(const __grid_constant__ lf_tab_" + batch + " tab) ";
 }
 
 std::string CudaRenderer::batchPrologue() const {
@@ -136,9 +137,14 @@ std::string CudaRenderer::batchPrologue() const {
       "  int lo = 0, hi = (int)tab.segments - 1;\n  while (lo < hi) {\n"
       "    const int mid = (lo + hi + 1) / 2;\n"
       "    if (tab.first[mid] <= c) lo = mid; else hi = mid - 1;\n  }\n"
-      "  const " + ix_ + " n = (" + ix_ + ")tab.n[lo];\n"
-      "  const " + ix_ + " begin = (" + ix_ + ")(c - tab.first[lo]) * " + chunk + ";\n"
-      "  const " + ix_ + " end = n - begin < " + chunk + " ? n : begin + " + chunk + ";\n";
+      "  const " +
+      ix_ + " n = (" + ix_ +
+      ")tab.n[lo];\n"
+      "  const " +
+      ix_ + " begin = (" + ix_ + ")(c - tab.first[lo]) * " + chunk +
+      ";\n"
+      "  const " +
+      ix_ + " end = n - begin < " + chunk + " ? n : begin + " + chunk + ";\n";
   for (size_t b = 0; b < k_.buffers.size(); ++b) {
     const std::string name = "b" + std::to_string(b);
     out += "  " + std::string(k_.buffers[b].output ? "" : "const ") +
@@ -159,10 +165,11 @@ std::string CudaRenderer::pointLoopIn(const std::string& from, const std::string
 }
 
 std::string CudaRenderer::pointLoop(const std::string& var, int64_t count, int per_block) const {
-  std::string step = per_block == kBlock ? "threadIdx.x" : "threadIdx.x / " + std::to_string(group_);
-  return "  for (" + ix_ + " " + var + " = (" + ix_ + ")blockIdx.x * " +
-         std::to_string(per_block) + " + " + step + "; " + var + " < " + std::to_string(count) +
-         "; " + var + " += (" + ix_ + ")gridDim.x * " + std::to_string(per_block) + ") {\n";
+  std::string step =
+      per_block == kBlock ? "threadIdx.x" : "threadIdx.x / " + std::to_string(group_);
+  return "  for (" + ix_ + " " + var + " = (" + ix_ + ")blockIdx.x * " + std::to_string(per_block) +
+         " + " + step + "; " + var + " < " + std::to_string(count) + "; " + var + " += (" + ix_ +
+         ")gridDim.x * " + std::to_string(per_block) + ") {\n";
 }
 
 std::string CudaRenderer::variables(const std::string& indent, const std::string& flat) const {
@@ -210,12 +217,12 @@ std::string CudaRenderer::vectorBody(const std::set<int32_t>& wide) {
 std::string CudaRenderer::vectorLines(const std::set<int32_t>& wide) {
   std::string out;
   for (int32_t b : wide) {
-    std::string pack = "lf_pack4<" + std::string(detail::cudaStorageType(k_.buffers[b].dtype)) + ">";
+    std::string pack =
+        "lf_pack4<" + std::string(detail::cudaStorageType(k_.buffers[b].dtype)) + ">";
     std::string name = "w" + std::to_string(b);
-    out += k_.buffers[b].output
-               ? "    " + pack + " " + name + ";\n"
-               : "    const " + pack + " " + name + " = *(const " + pack + "*)(b" +
-                     std::to_string(b) + " + p0);\n";
+    out += k_.buffers[b].output ? "    " + pack + " " + name + ";\n"
+                                : "    const " + pack + " " + name + " = *(const " + pack + "*)(b" +
+                                      std::to_string(b) + " + p0);\n";
   }
   for (int lane = 0; lane < 4; ++lane) {
     lane_ = lane;
@@ -231,7 +238,8 @@ std::string CudaRenderer::vectorLines(const std::set<int32_t>& wide) {
   wide_ = nullptr;
   for (int32_t b : wide) {
     if (!k_.buffers[b].output) continue;
-    std::string pack = "lf_pack4<" + std::string(detail::cudaStorageType(k_.buffers[b].dtype)) + ">";
+    std::string pack =
+        "lf_pack4<" + std::string(detail::cudaStorageType(k_.buffers[b].dtype)) + ">";
     out += "    *(" + pack + "*)(b" + std::to_string(b) + " + p0) = w" + std::to_string(b) + ";\n";
   }
   return out;
@@ -267,8 +275,8 @@ std::string CudaRenderer::instrExpr(const KInstr& instr, int32_t i) const {
 }
 
 std::string CudaRenderer::binaryName(const KInstr& instr) const {
-  const bool floating = instr.dtype == c10::ScalarType::Float ||
-                        instr.dtype == c10::ScalarType::Double;
+  const bool floating =
+      instr.dtype == c10::ScalarType::Float || instr.dtype == c10::ScalarType::Double;
   if (instr.fn == "pow" && floating && isUniform(instr.args[1])) return "pow_uniform";
   return instr.fn;
 }
@@ -321,7 +329,6 @@ std::string CudaRenderer::storeValue(const KStore& store) const {
 
 }  // namespace detail
 
-
 size_t cudaBatchTableWords(const CudaBatchShape& shape, size_t buffers, size_t params) {
   return 2 + static_cast<size_t>(shape.capacity) * (2 + buffers + params);
 }
@@ -369,7 +376,8 @@ CudaSource renderCuda(const std::vector<const Kernel*>& kernels,
     const size_t fit = (table_bytes - 16) / per_segment;
     const int capacity = static_cast<int>(std::max<size_t>(1, std::min(fit, members.size())));
     result.source += "\n";
-    result.batches.push_back(detail::CudaRenderer(shared).renderBatch(result.source, shared.name, capacity));
+    result.batches.push_back(
+        detail::CudaRenderer(shared).renderBatch(result.source, shared.name, capacity));
   }
   return result;
 }

@@ -85,8 +85,8 @@ std::string programLog(const NvrtcApi& api, NvrtcProgram program) {
 std::string runNvrtc(const NvrtcApi& api, const std::string& source, const std::string& target,
                      bool ptx, std::string& error) {
   NvrtcProgram program = nullptr;
-  if (NvrtcResult rc = api.nvrtcCreateProgram(&program, source.c_str(), "lazyfuse.cu", 0, nullptr,
-                                              nullptr);
+  if (NvrtcResult rc =
+          api.nvrtcCreateProgram(&program, source.c_str(), "lazyfuse.cu", 0, nullptr, nullptr);
       rc != 0) {
     error = "nvrtcCreateProgram failed: " + nvrtcErrorText(api, rc);
     return "";
@@ -172,8 +172,8 @@ CudaCompileResult compileCuda(const std::string& source, int arch) {
   } else {
     binary->image = runNvrtc(*api, source, target, ptx, result.error);
     if (binary->image.empty()) {
-      result.error += "\nsource: " + keepSource(private_dir ? dir : detail::privateTempDirectory(),
-                                                key, source);
+      result.error += "\nsource: " +
+                      keepSource(private_dir ? dir : detail::privateTempDirectory(), key, source);
       return result;
     }
     if (private_dir) storeImage(dir, key, binary->image, path);

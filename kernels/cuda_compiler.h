@@ -12,7 +12,7 @@ namespace lazyfuse {
 struct CudaBinary {
   std::string image;  // a cubin, or NUL-terminated PTX when `ptx`
   bool ptx = false;
-  std::string key;    // the cache key (hex), unique per image
+  std::string key;  // the cache key (hex), unique per image
 };
 
 struct CudaCompileResult {

@@ -55,8 +55,8 @@ class PlanCapture {
 
   /// Recording steps: appends a step that replay runs again, in the order of the run.
   void addStep(std::function<void()> step) { steps_.push_back(std::move(step)); }
-  /// Recording steps: keeps `tensor`'s memory for replay (a GPU keeps it in the graph's pool), unless
-  /// it is the memory of an input replay finds anew each run (`external`).
+  /// Recording steps: keeps `tensor`'s memory for replay (a GPU keeps it in the graph's pool),
+  /// unless it is the memory of an input replay finds anew each run (`external`).
   void keep(const at::Tensor& tensor);
   /// The storages replay takes from the run's inputs; a capture keeps none of them.
   std::unordered_set<const c10::StorageImpl*> external;

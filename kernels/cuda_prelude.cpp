@@ -95,7 +95,8 @@ LF_D unsigned short lf_bf16_store(float f) {
 )LF";
 
 // The fixed text after them: the group reductions of Note [CUDA prelude].
-const char* const kCudaPreludeTail = R"LF(struct lf_sum { template <class T> LF_D T f(T a, T b) { return lf_add(a, b); } };
+const char* const kCudaPreludeTail =
+    R"LF(struct lf_sum { template <class T> LF_D T f(T a, T b) { return lf_add(a, b); } };
 struct lf_prod { template <class T> LF_D T f(T a, T b) { return lf_mul(a, b); } };
 struct lf_max {
   template <class T> LF_D T f(T a, T b) { return a != a ? a : ((b != b || b > a) ? b : a); }
@@ -164,9 +165,7 @@ const char* cudaPrelude() {
   return kPrelude.c_str();
 }
 
-const char* cudaComputeType(c10::ScalarType dtype) {
-  return cComputeType(dtype);
-}
+const char* cudaComputeType(c10::ScalarType dtype) { return cComputeType(dtype); }
 
 const char* cudaStorageType(c10::ScalarType dtype) {
   if (dtype == c10::ScalarType::Bool) return "lf_u8";

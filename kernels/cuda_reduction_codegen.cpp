@@ -16,10 +16,11 @@ constexpr int kBlock = kCudaBlock;
 
 std::string CudaRenderer::subWarpLoop() const {
   const int64_t n = domainNumel(k_);
-  const std::string per_warp = std::to_string(32 / group_), per_block = std::to_string(kBlock / group_);
-  return "  for (" + ix_ + " pw = (" + ix_ + ")blockIdx.x * " + per_block + " + threadIdx.x / 32 * " +
-         per_warp + "; pw < " + std::to_string(n) + "; pw += (" + ix_ + ")gridDim.x * " +
-         per_block + ") {\n    const " + ix_ + " pg = pw + threadIdx.x % 32 / " +
+  const std::string per_warp = std::to_string(32 / group_),
+                    per_block = std::to_string(kBlock / group_);
+  return "  for (" + ix_ + " pw = (" + ix_ + ")blockIdx.x * " + per_block +
+         " + threadIdx.x / 32 * " + per_warp + "; pw < " + std::to_string(n) + "; pw += (" + ix_ +
+         ")gridDim.x * " + per_block + ") {\n    const " + ix_ + " pg = pw + threadIdx.x % 32 / " +
          std::to_string(group_) + ";\n    const bool live = pg < " + std::to_string(n) +
          ";\n    const " + ix_ + " p = live ? pg : " + std::to_string(n - 1) + ";\n";
 }
@@ -28,7 +29,8 @@ std::string CudaRenderer::groupBody() {
   std::string out;
   if (group_ == kBlock) out += sharedMemory();
   if (group_ > 1) out += "  const int lane = threadIdx.x % " + std::to_string(group_) + ";\n";
-  out += group_ > 1 && group_ < 32 ? subWarpLoop() : pointLoop("p", domainNumel(k_), kBlock / group_);
+  out +=
+      group_ > 1 && group_ < 32 ? subWarpLoop() : pointLoop("p", domainNumel(k_), kBlock / group_);
   out += variables("    ", "p");
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
     const KInstr& instr = k_.instrs[i];
@@ -81,9 +83,10 @@ std::string CudaRenderer::splitBody() {
     out += "      *(" + type + "*)(" + at + ") = a" + std::to_string(i) + ";\n";
     if (isArg(reduction)) out += "      *(lf_i64*)(" + at + " + 8) = x" + std::to_string(i) + ";\n";
   }
-  out += "    }\n    __threadfence();\n    __syncthreads();\n"
-         "    if (threadIdx.x == 0) lf_last = atomicAdd(&lf_done[lf_pb], 1u) == " + parts +
-         " - 1;\n    __syncthreads();\n    if (!lf_last) return;\n    __threadfence();\n";
+  out +=
+      "    }\n    __threadfence();\n    __syncthreads();\n"
+      "    if (threadIdx.x == 0) lf_last = atomicAdd(&lf_done[lf_pb], 1u) == " +
+      parts + " - 1;\n    __syncthreads();\n    if (!lf_last) return;\n    __threadfence();\n";
   out += "    if (" + writer + ") {\n";
   r = 0;
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
@@ -112,9 +115,10 @@ std::string CudaRenderer::foldPartials(int32_t at, int r) const {
   out += "      for (int j = 0; j < " + std::to_string(split_) + "; ++j) {\n";
   if (isArg(reduction)) {
     const std::string max = reduction.kind == ReduceKind::kArgMax ? "true" : "false";
-    out += "        const " + type + " v = " + value + ";\n        const lf_i64 vi = *(volatile const lf_i64*)(" +
-           partialAddress("j", r) + " + 8);\n        if (j == 0 || lf_arg_takes(a" + i + ", x" + i +
-           ", v, vi, " + max + ")) { a" + i + " = v; x" + i + " = vi; }\n";
+    out += "        const " + type + " v = " + value +
+           ";\n        const lf_i64 vi = *(volatile const lf_i64*)(" + partialAddress("j", r) +
+           " + 8);\n        if (j == 0 || lf_arg_takes(a" + i + ", x" + i + ", v, vi, " + max +
+           ")) { a" + i + " = v; x" + i + " = vi; }\n";
   } else {
     out += "        a" + i + " = " + opName(reduction.kind) + "::f(a" + i + ", (" + type + ")" +
            value + ");\n";
@@ -156,16 +160,16 @@ std::string CudaRenderer::reductionLines(int32_t at, bool split) {
   if (split) {
     const std::string lo = "q" + std::to_string(at) + "lo", hi = "q" + std::to_string(at) + "hi";
     const std::string n = std::to_string(count) + "LL", parts = std::to_string(split_);
-    out += "    const " + ix_ + " " + lo + " = (" + ix_ + ")(" + n + " * lf_s / " + parts +
-           "), " + hi + " = (" + ix_ + ")(" + n + " * (lf_s + 1) / " + parts + ");\n";
+    out += "    const " + ix_ + " " + lo + " = (" + ix_ + ")(" + n + " * lf_s / " + parts + "), " +
+           hi + " = (" + ix_ + ")(" + n + " * (lf_s + 1) / " + parts + ");\n";
     first = lo + " + " + lane;
     end = hi;
   }
   out += "    " + type + " " + acc + " = " + initValue(reduction.kind, acc_type) + ";\n";
   if (isArg(reduction)) out += "    lf_i64 " + idx + " = " + first + ";\n";
   if (count > 0) {
-    out += "    for (" + ix_ + " q = " + first + "; q < " + end + "; q += " +
-           std::to_string(group_) + ") {\n";
+    out += "    for (" + ix_ + " q = " + first + "; q < " + end +
+           "; q += " + std::to_string(group_) + ") {\n";
     std::vector<bool> vars(k_.domain.size(), false), rvars(reduction.sizes.size(), false);
     for (const KInstr& instr : k_.instrs) {
       if (instr.scope == k) ixCollectVars(instr.index, vars, rvars);
@@ -224,8 +228,8 @@ std::string CudaRenderer::foldLine(ReduceKind kind, const std::string& acc, cons
     case ReduceKind::kArgMin: {
       std::string cmp = kind == ReduceKind::kArgMax ? " > " : " < ";
       return "const bool take = " + acc + " == " + acc + " && (" + x + " != " + x + " || " + x +
-             cmp + acc + ");\n      " + acc + " = take ? " + x + " : " + acc + ";\n      " +
-             idx + " = take ? (lf_i64)q : " + idx + ";";
+             cmp + acc + ");\n      " + acc + " = take ? " + x + " : " + acc + ";\n      " + idx +
+             " = take ? (lf_i64)q : " + idx + ";";
     }
   }
   LF_INTERNAL_ASSERT(false, "unknown reduction kind ", static_cast<int>(kind));

@@ -45,8 +45,8 @@ int attribute(const CudaDriverApi& api, int which, c10::Device device) {
 }
 
 /// The address of each buffer of `fused`, its outputs allocated on `device` (or donated) first.
-std::vector<void*> kernelPointers(const FusedKernel& fused, const Graph& graph,
-                                  PlanValues& values, c10::Device device) {
+std::vector<void*> kernelPointers(const FusedKernel& fused, const Graph& graph, PlanValues& values,
+                                  c10::Device device) {
   std::vector<void*> pointers(fused.buffers.size(), nullptr);
   for (size_t i = 0; i < fused.buffers.size(); ++i) {
     const BufferBinding& b = fused.buffers[i];
@@ -121,8 +121,8 @@ int cudaArch(c10::Device device) {
          attribute(api, kCuDeviceAttributeComputeCapabilityMinor, device);
 }
 
-std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary,
-                                                 const CudaSource& source, c10::Device device) {
+std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary, const CudaSource& source,
+                                                 c10::Device device) {
   const CudaDriverApi& api = driver();
   c10::DeviceGuard guard(device);
   makeContextCurrent(api, device);
@@ -184,10 +184,12 @@ void prepareCudaLaunch(const FusedKernel& fused, const CudaLaunchShape& shape, b
       launch.args.push_back(&launch.ints[p]);
     }
   }
-  launch.vector = has_vector && alignedForVector(fused.kernel, shape.vector_buffers, launch.pointers);
+  launch.vector =
+      has_vector && alignedForVector(fused.kernel, shape.vector_buffers, launch.pointers);
   launch.points = launch.vector ? shape.points / 4 : shape.points;
   if (shape.split > 1) {
-    launch.workspace = at::empty({shape.workspace}, at::TensorOptions().dtype(at::kByte).device(device));
+    launch.workspace =
+        at::empty({shape.workspace}, at::TensorOptions().dtype(at::kByte).device(device));
     launch.counters =
         at::zeros({shape.split_blocks}, at::TensorOptions().dtype(at::kInt).device(device));
     launch.split_pointers[0] = launch.workspace.data_ptr();
@@ -232,7 +234,8 @@ std::vector<CudaBatchLaunch> prepareCudaBatchLaunches(const ExecutionPlan& plan,
         launch.table[cudaBatchTableWord(shape, 2 + num_buffers + p, s)] =
             paramWord(graph, fused.params[p]);
       }
-      launch.vector = launch.vector && alignedForVector(fused.kernel, shape.vector_buffers, pointers);
+      launch.vector =
+          launch.vector && alignedForVector(fused.kernel, shape.vector_buffers, pointers);
     }
     launch.table[0] = static_cast<int64_t>(count);
     launch.table[1] = launch.blocks;
@@ -242,10 +245,10 @@ std::vector<CudaBatchLaunch> prepareCudaBatchLaunches(const ExecutionPlan& plan,
 }
 
 size_t runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& module,
-                  const Graph& graph, PlanValues& values) {
+                    const Graph& graph, PlanValues& values) {
   const CudaBatchHandle& g = module.batches.at(batch);
-  std::vector<CudaBatchLaunch> launches = prepareCudaBatchLaunches(
-      plan, plan.batches.at(batch), g.shape, graph, values, module.device);
+  std::vector<CudaBatchLaunch> launches =
+      prepareCudaBatchLaunches(plan, plan.batches.at(batch), g.shape, graph, values, module.device);
   c10::Stream stream =
       c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(module.device);
   const CudaDriverApi& api = driver();
@@ -256,10 +259,10 @@ size_t runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& m
   for (CudaBatchLaunch& launch : launches) {
     void* table = launch.table.data();
     void* function = launch.vector ? g.vector_function : g.function;
-    LF_CU_CHECK(api, cuLaunchKernel(static_cast<CuFunction>(function),
-                                    static_cast<unsigned>(launch.blocks), 1, 1,
-                                    static_cast<unsigned>(g.shape.block), 1, 1, 0,
-                                    static_cast<CuStream>(stream.native_handle()), &table, nullptr));
+    LF_CU_CHECK(
+        api, cuLaunchKernel(static_cast<CuFunction>(function), static_cast<unsigned>(launch.blocks),
+                            1, 1, static_cast<unsigned>(g.shape.block), 1, 1, 0,
+                            static_cast<CuStream>(stream.native_handle()), &table, nullptr));
     const size_t count = static_cast<size_t>(launch.table[0]);
     if (capture) {
       recordBatchLaunch(*capture, static_cast<int32_t>(batch), first, g.shape, function,
@@ -290,8 +293,8 @@ void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t in
   makeContextCurrent(api, module.device);
   LF_CU_CHECK(api, cuLaunchKernel(static_cast<CuFunction>(function), grid, 1, 1,
                                   static_cast<unsigned>(k.shape.block), 1, 1, 0,
-                                  static_cast<CuStream>(stream.native_handle()),
-                                  launch.args.data(), nullptr));
+                                  static_cast<CuStream>(stream.native_handle()), launch.args.data(),
+                                  nullptr));
   if (!record) return;
   record->kernel = static_cast<int32_t>(index);
   record->function = function;

@@ -33,7 +33,7 @@ struct CudaBatchHandle {
 /// for the life of the process).
 struct CudaModule {
   c10::Device device = c10::Device(c10::DeviceType::CUDA, 0);
-  void* module = nullptr;  // CuModule
+  void* module = nullptr;                 // CuModule
   std::vector<CudaKernelHandle> kernels;  // in the order of CudaSource::kernels
   std::vector<CudaBatchHandle> batches;   // in the order of CudaSource::batches
 };
@@ -44,8 +44,8 @@ int cudaArch(c10::Device device);
 /// Loads `binary` on `device` and resolves the kernels and batches `source` describes (an empty
 /// kernel shape gets a null handle). Throws on a driver error (the caller falls back to
 /// node-by-node execution).
-std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary,
-                                                 const CudaSource& source, c10::Device device);
+std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary, const CudaSource& source,
+                                                 c10::Device device);
 
 /// Launches kernel `index` of `module`, the compiled `fused`, over the plan's values.
 void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t index,
@@ -54,7 +54,7 @@ void runCudaKernel(const FusedKernel& fused, const CudaModule& module, size_t in
 /// Launches kernel batch `batch` of `plan` (the compiled module.batches[batch]) over the plan's
 /// values; returns the number of launches.
 size_t runCudaBatch(const ExecutionPlan& plan, size_t batch, const CudaModule& module,
-                  const Graph& graph, PlanValues& values);
+                    const Graph& graph, PlanValues& values);
 
 /// One launch of a batch kernel: its table (see CudaBatchShape), the blocks it runs, and
 /// whether the 4-wide variant may run it.
@@ -77,9 +77,9 @@ struct CudaLaunchArgs {
   std::vector<void*> pointers;  // buffer addresses
   std::vector<int64_t> ints;    // parameter values, by parameter
   std::vector<double> floats;
-  std::vector<void*> args;      // the address of each argument, as cuLaunchKernel takes them
-  bool vector = false;          // launch the 4-wide variant
-  int64_t points = 0;           // points of the variant launched (points / 4 for the 4-wide one)
+  std::vector<void*> args;         // the address of each argument, as cuLaunchKernel takes them
+  bool vector = false;             // launch the 4-wide variant
+  int64_t points = 0;              // points of the variant launched (points / 4 for the 4-wide one)
   at::Tensor workspace, counters;  // a split reduction's (see CudaLaunchShape::split)
   void* split_pointers[2] = {nullptr, nullptr};
 };

@@ -46,9 +46,9 @@ int64_t ixUpperBound(const IxPtr& ix, const std::vector<int64_t>& vmax,
     case IxOp::kMin: result = std::min(a, b); break;
     case IxOp::kMax: result = std::max(a, b); break;
   }
-  const int64_t magnitude =
-      result == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max()
-                                                    : std::abs(result);
+  const int64_t magnitude = result == std::numeric_limits<int64_t>::min()
+                                ? std::numeric_limits<int64_t>::max()
+                                : std::abs(result);
   widest = std::max(widest, magnitude);
   return result;
 }
@@ -75,7 +75,6 @@ std::vector<int64_t> lastIndices(const std::vector<int64_t>& sizes) {
   return last;
 }
 
-
 /// Whether the reduction's first load walks memory with a stride while neighbouring points are
 /// neighbours in memory (a reduction over a leading dimension).
 bool readsAcrossPoints(const Kernel& k, const KReduction& reduction, int32_t scope) {
@@ -93,7 +92,6 @@ bool readsAcrossPoints(const Kernel& k, const KReduction& reduction, int32_t sco
   }
   return false;
 }
-
 
 // Note [CUDA split reductions]
 // A kernel with few points and long reductions would leave most of the GPU idle: one block per

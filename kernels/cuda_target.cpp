@@ -41,9 +41,7 @@ class CudaReplayGraph final : public ReplayGraph {
   void end() override { graph_->end(); }
   void abort() noexcept override { graph_->abort(); }
   bool ranWhileCapturing() const override { return false; }
-  bool updateLaunch(const CapturedLaunch& launch) override {
-    return graph_->updateLaunch(launch);
-  }
+  bool updateLaunch(const CapturedLaunch& launch) override { return graph_->updateLaunch(launch); }
   void replay() override { graph_->replay(); }
   std::optional<c10::Stream> stream() const override { return stream_; }
 
@@ -73,8 +71,8 @@ class CudaTarget final : public Target {
   CompileOutcome compile(const ExecutionPlan& plan, c10::Device device,
                          const SourceDump& dump) const override {
     const CudaDriverApi* driver = cudaDriver(nullptr);
-    const size_t table_bytes = driver && driver->version >= 12010 ? kCudaBatchTableBytes
-                                                                  : kCudaBatchTableBytesBefore12_1;
+    const size_t table_bytes =
+        driver && driver->version >= 12010 ? kCudaBatchTableBytes : kCudaBatchTableBytesBefore12_1;
     const CudaPlanKernels inputs = cudaPlanKernels(plan);
     CudaSource source = renderCuda(inputs.kernels, inputs.batches, table_bytes);
     if (dump) dump(".cu", source.source);
@@ -89,7 +87,8 @@ class CudaTarget final : public Target {
       outcome.kernels =
           std::make_shared<CudaKernels>(loadCudaModule(*result.binary, source, device));
     } catch (const c10::Error& e) {
-      outcome.error = std::string("cannot load the compiled kernels: ") + e.what_without_backtrace();
+      outcome.error =
+          std::string("cannot load the compiled kernels: ") + e.what_without_backtrace();
     }
     return outcome;
   }

@@ -18,8 +18,8 @@ namespace {
 /// Allocates `fused`'s outputs as the plan laid them out (or takes donated memory, when
 /// `donate`) and appends the addresses of its buffers to `pointers`, its parameters to
 /// `iparams` and `fparams`.
-void gatherArguments(const FusedKernel& fused, const Graph& graph, PlanValues& values,
-                     bool donate, std::vector<void*>& pointers, std::vector<int64_t>& iparams,
+void gatherArguments(const FusedKernel& fused, const Graph& graph, PlanValues& values, bool donate,
+                     std::vector<void*>& pointers, std::vector<int64_t>& iparams,
                      std::vector<double>& fparams) {
   DonationState* const donation = values.donation;
   if (!donate) values.donation = nullptr;
@@ -50,8 +50,7 @@ bool heldByPlanOnly(const at::Tensor& tensor, bool device_data) {
 /// tensors of the device data sharing that storage, which the plan alone holds and which no
 /// later step reads (Note [Donated buffers]).
 bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device device,
-               const Donation& d, uint32_t position, const Graph& graph,
-               const PlanValues& values) {
+               const Donation& d, uint32_t position, const Graph& graph, const PlanValues& values) {
   const bool device_data = graph.nodes()[position]->kind() == OpKind::kDeviceData;
   if (!heldByPlanOnly(tensor, device_data) || tensor.device() != device ||
       tensor.scalar_type() != meta.dtype || tensor.sizes() != c10::IntArrayRef(meta.sizes) ||
@@ -72,9 +71,7 @@ bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device dev
   return true;
 }
 
-bool donationEnabled() {
-  return config::donation();
-}
+bool donationEnabled() { return config::donation(); }
 
 }  // namespace
 
@@ -85,8 +82,8 @@ at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& 
   return outputs.at(b.value.index);
 }
 
-bool mayDonate(const FusedKernel& fused, const Donation& d, const Graph& graph,
-               PlanValues& values, c10::Device device) {
+bool mayDonate(const FusedKernel& fused, const Donation& d, const Graph& graph, PlanValues& values,
+               c10::Device device) {
   const BufferBinding& in = donorOf(fused, d);
   const bool device_data = graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData;
   if (device_data && !values.donation->free_data.at(in.value.position)) return false;

@@ -42,8 +42,8 @@ at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& gr
 
 /// True when donation `d` of `fused` may be taken now: nothing but the plan holds the input
 /// (Note [Donated buffers]).
-bool mayDonate(const FusedKernel& fused, const Donation& d, const Graph& graph,
-               PlanValues& values, c10::Device device);
+bool mayDonate(const FusedKernel& fused, const Donation& d, const Graph& graph, PlanValues& values,
+               c10::Device device);
 
 void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph,
                     PlanValues& values);

@@ -53,9 +53,7 @@ struct Window {
 };
 thread_local Window window;
 
-bool onMainThread() {
-  return static_cast<pid_t>(syscall(SYS_gettid)) == getpid();
-}
+bool onMainThread() { return static_cast<pid_t>(syscall(SYS_gettid)) == getpid(); }
 
 /// Python's check, from liblazyfuse_python.so, or nullptr outside Python (or when the plugin
 /// was not built: then a sync is not interrupted).
@@ -76,17 +74,13 @@ InterruptCheck pythonCheck() {
 
 }  // namespace
 
-void setInterruptCheck(InterruptCheck check) {
-  installed.store(check, std::memory_order_relaxed);
-}
+void setInterruptCheck(InterruptCheck check) { installed.store(check, std::memory_order_relaxed); }
 
 InterruptibleSync::InterruptibleSync() {
   if (window.depth++ == 0) window.next = std::chrono::steady_clock::now() + kFirstPoll;
 }
 
-InterruptibleSync::~InterruptibleSync() {
-  --window.depth;
-}
+InterruptibleSync::~InterruptibleSync() { --window.depth; }
 
 NoInterrupts::NoInterrupts() { ++window.paused; }
 

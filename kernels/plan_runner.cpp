@@ -242,7 +242,8 @@ void takeView(const StridedView& view, const Graph& graph,
   const at::Tensor& source = values.at(view.source.position).at(view.source.index);
   LF_INTERNAL_ASSERT(source.defined(), "view of value %", view.source.position, " after release");
   std::vector<at::Tensor>& outputs = values.at(view.value.position);
-  outputs.resize(std::max<size_t>(outputs.size(), graph.nodes()[view.value.position]->numOutputs()));
+  outputs.resize(
+      std::max<size_t>(outputs.size(), graph.nodes()[view.value.position]->numOutputs()));
   outputs[view.value.index] =
       source.as_strided(view.sizes, view.strides, source.storage_offset() + view.offset);
 }
@@ -359,7 +360,8 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
     }
     for (uint32_t dead : step.release_after) values.nodes[dead].clear();
     step_ns[s] = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::steady_clock::now() - start).count();
+                     std::chrono::steady_clock::now() - start)
+                     .count();
   }
   {
     std::lock_guard<std::mutex> lock(lastProfileMutex());

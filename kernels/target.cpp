@@ -33,8 +33,7 @@ Registry& registry() {
 
 }  // namespace
 
-bool CompiledKernels::launchBatch(const ExecutionPlan&, size_t, const Graph&,
-                                  PlanValues&) const {
+bool CompiledKernels::launchBatch(const ExecutionPlan&, size_t, const Graph&, PlanValues&) const {
   return false;
 }
 

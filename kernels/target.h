@@ -108,8 +108,7 @@ class Target {
   /// Starts capturing the current thread's work on `device` for replay, into `capture` (made by
   /// newCapture, and current while the run is captured); throws when it cannot. Only for
   /// targets whose capabilities have graph_replay.
-  virtual std::unique_ptr<ReplayGraph> beginReplay(PlanCapture& capture,
-                                                   c10::Device device) const;
+  virtual std::unique_ptr<ReplayGraph> beginReplay(PlanCapture& capture, c10::Device device) const;
 };
 
 /// Registers `target` under its name; returns true (for LF_REGISTER_TARGET).
@@ -119,7 +118,8 @@ const Target* findTarget(const std::string& name);
 /// The names of every registered target.
 std::vector<std::string> targetNames();
 
-#define LF_REGISTER_TARGET(Type) \
-  static const bool lf_target_registered_##Type = ::lazyfuse::registerTarget(std::make_unique<Type>())
+#define LF_REGISTER_TARGET(Type)                  \
+  static const bool lf_target_registered_##Type = \
+      ::lazyfuse::registerTarget(std::make_unique<Type>())
 
 }  // namespace lazyfuse

@@ -129,8 +129,8 @@ int nvrtcCheckArch(std::string* problem) {
   const int value = digits.empty() ? 0 : std::atoi(digits.c_str());
   if (!digits.empty() && value <= 0) {
     if (problem != nullptr) {
-      *problem = "LAZYFUSE_NVRTC_CHECK must be a compute capability such as 90, got '" +
-                 digits + "': no check";
+      *problem = "LAZYFUSE_NVRTC_CHECK must be a compute capability such as 90, got '" + digits +
+                 "': no check";
     }
     return 0;
   }

@@ -31,8 +31,10 @@ const void* storageIdentity(const at::Tensor& tensor) {
 /// computed (Graph::setComputed), else the value itself. Call with the build lock held.
 std::pair<Node*, uint32_t> Graph::resolveLocked(const Value& value) {
   Node* node = value.node.get();
-  LF_CHECK(node->failed_.empty(), "this lazy tensor has no value: the graph computing it failed "
-           "at sync with: ", node->failed_);
+  LF_CHECK(node->failed_.empty(),
+           "this lazy tensor has no value: the graph computing it failed "
+           "at sync with: ",
+           node->failed_);
   if (node->computed_.empty()) return {node, value.index};
   return {node->computed_[value.index].get(), 0};
 }
@@ -64,7 +66,7 @@ Graph Graph::fromRoots(c10::ArrayRef<Value> roots) {
     }
   }
   graph.input_offsets_.reserve(graph.nodes_.size() + 1);
-  std::vector<std::pair<Node*, uint32_t>> owner_uses;  // computed nodes the inputs name
+  std::vector<std::pair<Node*, uint32_t>> owner_uses;            // computed nodes the inputs name
   std::vector<uint32_t> resolved_reads(graph.nodes_.size(), 0);  // by device-data position
   for (const NodePtr& node : graph.nodes_) {
     graph.input_offsets_.push_back(static_cast<uint32_t>(graph.input_refs_.size()));
@@ -133,9 +135,9 @@ NodePtr Graph::computedValue(const Value& value) {
 
 void Graph::addOutputs(c10::ArrayRef<NodeRef> outputs) {
   for (const NodeRef& out : outputs) {
-    LF_INTERNAL_ASSERT(out.position < nodes_.size() &&
-                           out.index < nodes_[out.position]->numOutputs(),
-                       "an added graph output names no value of the graph");
+    LF_INTERNAL_ASSERT(
+        out.position < nodes_.size() && out.index < nodes_[out.position]->numOutputs(),
+        "an added graph output names no value of the graph");
     outputs_.push_back(out);
   }
   hashOutputs();

@@ -33,8 +33,8 @@ Counter::Counter(std::string name) : name_(std::move(name)) {
 constexpr size_t kTimerSamples = 1024;
 
 Timer::Timer(std::string name) : name_(std::move(name)) {
-  torch::lazy::MetricsArena::Get()->RegisterMetric(name_, torch::lazy::MetricFnTime,
-                                                   kTimerSamples, &data_);
+  torch::lazy::MetricsArena::Get()->RegisterMetric(name_, torch::lazy::MetricFnTime, kTimerSamples,
+                                                   &data_);
   std::lock_guard<std::mutex> lock(registry().mutex);
   registry().timers.push_back(this);
 }

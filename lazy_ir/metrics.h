@@ -66,25 +66,25 @@ std::vector<std::pair<std::string, int64_t>> metricsSnapshot();
 void resetMetrics();
 
 namespace metrics {
-extern Counter& mark_steps;       // MarkStep: mark_step calls (lazyfuse's or torch._lazy's)
-extern Counter& tensors_created;  // CreateLtcTensor: lazy tensor values made (LazyData)
+extern Counter& mark_steps;         // MarkStep: mark_step calls (lazyfuse's or torch._lazy's)
+extern Counter& tensors_created;    // CreateLtcTensor: lazy tensor values made (LazyData)
 extern Counter& tensors_destroyed;  // DestroyLtcTensor: lazy tensor values freed
-extern Counter& ops_recorded;     // OpsRecorded: nodes recorded into the trace
-extern Counter& cached_compile;   // CachedCompile: syncs served from the graph cache
-extern Counter& uncached_compile; // UncachedCompile: graphs lowered anew
-extern Counter& graphs_executed;  // GraphsExecuted
-extern Counter& graph_nodes;      // GraphNodes: nodes over all executed graphs
-extern Counter& meta_cache_miss;  // MetaCacheMiss: ops inferred on Meta
-extern Counter& transfers_in;     // TransferToLazy
-extern Counter& transfers_out;    // TransferFromLazy
-extern Counter& eager_fallbacks;  // EagerFallback: all aten::<op> together
-extern Counter& kernels_compiled; // KernelsCompiled: fused kernels built by the compiler
-extern Counter& kernels_launched; // KernelsLaunched: fused kernel steps run
-extern Counter& kernel_disk_hits; // KernelDiskCacheHits: fused kernels loaded from the disk cache
-extern Counter& unfused_nodes;  // UnfusedNodes: ATen nodes a fused plan runs as extern steps
-extern Counter& fusion_fallbacks; // FusionFallback: graphs run per node after a failed compile
-extern Counter& cuda_kernels_checked;  // CudaKernelsChecked: CPU kernels also compiled by NVRTC
-extern Counter& cuda_check_failures;   // CudaCheckFailures: graphs whose CUDA rendering failed
+extern Counter& ops_recorded;       // OpsRecorded: nodes recorded into the trace
+extern Counter& cached_compile;     // CachedCompile: syncs served from the graph cache
+extern Counter& uncached_compile;   // UncachedCompile: graphs lowered anew
+extern Counter& graphs_executed;    // GraphsExecuted
+extern Counter& graph_nodes;        // GraphNodes: nodes over all executed graphs
+extern Counter& meta_cache_miss;    // MetaCacheMiss: ops inferred on Meta
+extern Counter& transfers_in;       // TransferToLazy
+extern Counter& transfers_out;      // TransferFromLazy
+extern Counter& eager_fallbacks;    // EagerFallback: all aten::<op> together
+extern Counter& kernels_compiled;   // KernelsCompiled: fused kernels built by the compiler
+extern Counter& kernels_launched;   // KernelsLaunched: fused kernel steps run
+extern Counter& kernel_disk_hits;   // KernelDiskCacheHits: fused kernels loaded from the disk cache
+extern Counter& unfused_nodes;      // UnfusedNodes: ATen nodes a fused plan runs as extern steps
+extern Counter& fusion_fallbacks;   // FusionFallback: graphs run per node after a failed compile
+extern Counter& cuda_kernels_checked;    // CudaKernelsChecked: CPU kernels also compiled by NVRTC
+extern Counter& cuda_check_failures;     // CudaCheckFailures: graphs whose CUDA rendering failed
 extern Counter& cuda_emulated_launches;  // CudaEmulatedLaunches: CUDA kernels run emulated
 extern Counter& cuda_launches;           // CudaLaunches: fused kernel launches on a GPU
 extern Counter& recurring_graphs_fused;  // RecurringGraphsFused: small graphs fused once they recur
@@ -93,7 +93,7 @@ extern Counter& cuda_graphs_captured;   // CudaGraphsCaptured: plan runs capture
 extern Counter& cuda_graph_replays;     // CudaGraphReplays: plan runs replayed as a CUDA graph
 extern Counter& cuda_graph_mismatches;  // CudaGraphMismatches: checked replays that differed
 extern Counter& cuda_graph_capture_failures;  // CudaGraphCaptureFailures
-extern Counter& kernel_batch_launches;   // KernelBatchLaunches: kernel batches run by a batch kernel
+extern Counter& kernel_batch_launches;  // KernelBatchLaunches: kernel batches run by a batch kernel
 extern Counter& buffers_donated;  // BuffersDonated: kernel outputs written into inputs' memory
 extern Timer& compile_time;       // CompileTime
 extern Timer& execute_time;       // ExecuteTime

@@ -72,7 +72,8 @@ void AtenCallAttrs::finalize() {
 const TensorMeta& Value::meta() const { return node->outputMeta(index); }
 
 Node::Node(Private, OpKind kind, std::vector<Value> inputs)
-    : kind_(kind), id_(next_node_id.fetch_add(1, std::memory_order_relaxed)),
+    : kind_(kind),
+      id_(next_node_id.fetch_add(1, std::memory_order_relaxed)),
       inputs_(std::move(inputs)) {}
 
 NodePtr Node::deviceData(at::Tensor data) {

@@ -128,7 +128,6 @@ class Node final : public c10::intrusive_ptr_target {
   Node(Private, OpKind kind, std::vector<Value> inputs);  // use deviceData() or aten()
 
  private:
-
   OpKind kind_;
   uint64_t id_;
   std::vector<Value> inputs_;

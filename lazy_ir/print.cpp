@@ -46,14 +46,20 @@ void printArgs(std::ostream& out, const Graph& graph, size_t position) {
     switch (slot.kind) {
       case ArgKind::kTensor: input(out); break;
       case ArgKind::kOptionalTensor:
-        if (slot.present[0]) input(out); else out << "None";
+        if (slot.present[0])
+          input(out);
+        else
+          out << "None";
         break;
       case ArgKind::kTensorList:
       case ArgKind::kOptionalTensorList:
         out << "[";
         for (size_t k = 0; k < slot.present.size(); ++k) {
           out << (k ? ", " : "");
-          if (slot.present[k]) input(out); else out << "None";
+          if (slot.present[k])
+            input(out);
+          else
+            out << "None";
         }
         out << "]";
         break;
@@ -68,8 +74,7 @@ void printArgs(std::ostream& out, const Graph& graph, size_t position) {
 std::string printText(const Graph& graph) {
   std::ostringstream out;
   out << "graph(hash=0x" << std::hex << graph.hash() << std::dec
-      << ", nodes=" << graph.nodes().size() << ", inputs=" << graph.dataPositions().size()
-      << ")\n";
+      << ", nodes=" << graph.nodes().size() << ", inputs=" << graph.dataPositions().size() << ")\n";
   for (size_t position = 0; position < graph.nodes().size(); ++position) {
     const Node& node = *graph.nodes()[position];
     out << "  %" << position << " = " << node.opName() << "(";

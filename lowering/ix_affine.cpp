@@ -26,10 +26,10 @@ namespace {
 // left. Every rule holds for non-negative operands, which Note [Kernel IR] promises.
 
 struct Term {
-  int64_t var = -1;          // the variable's number; -1 for a division or modulo
-  int64_t lo = 0, hi = 0;    // its range over the domain
-  std::string base;          // for a division or modulo: the key of the divided form
-  int64_t divisor = 0;       // for a division or modulo
+  int64_t var = -1;        // the variable's number; -1 for a division or modulo
+  int64_t lo = 0, hi = 0;  // its range over the domain
+  std::string base;        // for a division or modulo: the key of the divided form
+  int64_t divisor = 0;     // for a division or modulo
   bool mod = false;
 };
 
@@ -232,8 +232,8 @@ class Analyzer {
 
 }  // namespace
 
-bool ixAffineOver(const IxPtr& ix, const std::vector<int64_t>& sizes,
-                  std::vector<int64_t>& coeffs, int64_t& constant) {
+bool ixAffineOver(const IxPtr& ix, const std::vector<int64_t>& sizes, std::vector<int64_t>& coeffs,
+                  int64_t& constant) {
   Analyzer analyzer(sizes);
   std::optional<Form> form = analyzer.eval(ix);
   if (!form || !analyzer.affine(*form, coeffs)) return false;

@@ -26,8 +26,14 @@ class EmitContext final : public LoopContext {
  public:
   EmitContext(const Graph& graph, const Partition& p, int32_t gid, std::vector<int32_t>& temp_of,
               int32_t& num_temps, FusedKernel& out)
-      : graph_(graph), p_(p), gid_(gid), temp_of_(temp_of), num_temps_(num_temps), out_(out),
-        builder_(p.groups[gid].domain), identity_(builder_.identityIndex()) {}
+      : graph_(graph),
+        p_(p),
+        gid_(gid),
+        temp_of_(temp_of),
+        num_temps_(num_temps),
+        out_(out),
+        builder_(p.groups[gid].domain),
+        identity_(builder_.identityIndex()) {}
 
   KernelBuilder& ops() override { return builder_; }
 

@@ -25,6 +25,7 @@ constexpr bool kExpensive = true, kCheap = false;
 // The row of `fn`, a unary function of floating values that is the C math function `fn` (fnf
 // for Float) on both targets and ATen's method `fn`; `simd` is LF_SIMD1 or LF_SIMD2, the
 // libmvec level that has it. Expensive.
+// clang-format off
 #define LF_MATH1(fn, simd) \
   {#fn, 1, kFloating, kSame, kExpensive, nullptr, \
    "LF_DECLARE1(" #simd ", " #fn ") LF_FLOAT1(" #fn ", " #fn ")", "LF_FLOAT1(" #fn ", " #fn ")", \
@@ -33,6 +34,7 @@ constexpr bool kExpensive = true, kCheap = false;
 #define LF_COMPARISON(fn, op) \
   {#fn, 2, kAll, kBool, kCheap, nullptr, "LF_BOOL2(" #fn ", a " #op " b)", \
    "LF_BOOL2(" #fn ", a " #op " b)", LF_METHOD2(fn)}
+// clang-format on
 
 // Note [Kernel function table]
 // The rows are in the order both preludes define them: a row's spellings may call the lf_
@@ -62,8 +64,8 @@ std::vector<KernelFunction> tableRows() {
       LF_MATH1(log2, LF_SIMD2),
       LF_MATH1(log10, LF_SIMD2),
       LF_MATH1(log1p, LF_SIMD2),
-      {"sqrt", 1, kFloating, kSame, kCheap, nullptr,
-       "LF_DECLARE1(, sqrt) LF_FLOAT1(sqrt, sqrt)", "LF_FLOAT1(sqrt, sqrt)", LF_METHOD1(sqrt)},
+      {"sqrt", 1, kFloating, kSame, kCheap, nullptr, "LF_DECLARE1(, sqrt) LF_FLOAT1(sqrt, sqrt)",
+       "LF_FLOAT1(sqrt, sqrt)", LF_METHOD1(sqrt)},
       LF_MATH1(sin, LF_SIMD1),
       LF_MATH1(cos, LF_SIMD1),
       LF_MATH1(tan, LF_SIMD2),
@@ -85,8 +87,8 @@ std::vector<KernelFunction> tableRows() {
 
       // Unary functions written out. Signed integers wrap on CUDA through unsigned arithmetic
       // (LF_W); the CPU code is built with -fwrapv.
-      {"neg", 1, kNumeric, kSame, kCheap, nullptr, "LF_ANY1(neg, -a)",
-       "LF_ANY1(neg, -(LF_W(T))a)", LF_METHOD1(neg)},
+      {"neg", 1, kNumeric, kSame, kCheap, nullptr, "LF_ANY1(neg, -a)", "LF_ANY1(neg, -(LF_W(T))a)",
+       LF_METHOD1(neg)},
       {"abs", 1, kNumeric, kSame, kCheap, nullptr,
        "LF_ANY1(abs, a < 0 ? -a : a) LF_DECLARE1(, fabs) LF_FLOAT1(abs, fabs)",
        "LF_ANY1(abs, a < 0 ? -(LF_W(T))a : a) LF_FLOAT1(abs, fabs)", LF_METHOD1(abs)},

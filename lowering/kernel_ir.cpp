@@ -31,9 +31,7 @@ IxPtr leaf(IxOp op, int64_t value) {
   return ix;
 }
 
-bool isConst(const IxPtr& ix) {
-  return ix->op == IxOp::kConst;
-}
+bool isConst(const IxPtr& ix) { return ix->op == IxOp::kConst; }
 
 bool isConst(const IxPtr& ix, int64_t value) {
   return ix->op == IxOp::kConst && ix->value == value;
@@ -65,9 +63,7 @@ std::string factorText(const IxPtr& ix) {
 
 }  // namespace
 
-IxPtr ixConst(int64_t value) {
-  return leaf(IxOp::kConst, value);
-}
+IxPtr ixConst(int64_t value) { return leaf(IxOp::kConst, value); }
 
 IxPtr ixVar(int index) {
   LF_INTERNAL_ASSERT(index >= 0, "index variable v", index);

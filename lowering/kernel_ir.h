@@ -67,8 +67,8 @@ bool ixAddAffine(const IxPtr& ix, int64_t scale, std::vector<int64_t>& coeffs, i
 /// Whether `ix` equals sum(coeffs[d] * v<d>) + constant at every point of a domain of `sizes`,
 /// division and modulo included (Note [Affine over a domain], lowering/ix_affine.cpp); fills
 /// coeffs (one per dimension; 0 for a dimension of size 1) and constant.
-bool ixAffineOver(const IxPtr& ix, const std::vector<int64_t>& sizes,
-                  std::vector<int64_t>& coeffs, int64_t& constant);
+bool ixAffineOver(const IxPtr& ix, const std::vector<int64_t>& sizes, std::vector<int64_t>& coeffs,
+                  int64_t& constant);
 
 enum class KOp : uint8_t {
   kLoad,    // buffers[buffer] at offset `index`
@@ -102,13 +102,13 @@ enum class KOp : uint8_t {
 struct KInstr {
   KOp op = KOp::kConst;
   c10::ScalarType dtype = c10::ScalarType::Float;
-  std::string fn;                // kUnary, kBinary
-  std::vector<int32_t> args;     // earlier instructions
-  int32_t buffer = -1;           // kLoad
-  IxPtr index;                   // kLoad, kIndex
-  double fvalue = 0;             // kConst
-  int64_t ivalue = 0;            // kConst, kParam (slot), kReduce (reduction)
-  int32_t scope = -1;            // -1: the point; k: inside reductions[k]'s loop
+  std::string fn;             // kUnary, kBinary
+  std::vector<int32_t> args;  // earlier instructions
+  int32_t buffer = -1;        // kLoad
+  IxPtr index;                // kLoad, kIndex
+  double fvalue = 0;          // kConst
+  int64_t ivalue = 0;         // kConst, kParam (slot), kReduce (reduction)
+  int32_t scope = -1;         // -1: the point; k: inside reductions[k]'s loop
 };
 
 enum class ReduceKind : uint8_t { kSum, kProd, kMax, kMin, kArgMax, kArgMin };

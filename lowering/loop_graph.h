@@ -10,8 +10,8 @@
 //   kReduce   value(index) folds its input over reduced dimensions; always written to memory
 // Views and scatters are index functions inside the kernels that use them, never copies.
 
-#include "lowering/kernel_builder.h"
 #include "lazy_ir/graph.h"
+#include "lowering/kernel_builder.h"
 
 #include <functional>
 #include <vector>
@@ -30,8 +30,8 @@ struct LoopNode {
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::vector<int64_t> sizes;
   std::vector<LoopId> inputs;
-  ComputeFn compute;    // kCompute, kReduce
-  NodeRef source;       // kBuffer: the graph value it holds
+  ComputeFn compute;      // kCompute, kReduce
+  NodeRef source;         // kBuffer: the graph value it holds
   int32_t position = -1;  // the graph node it was lowered from
 };
 
@@ -44,7 +44,8 @@ class LoopContext {
   virtual KValue at(LoopId id, const std::vector<IxPtr>& index) = 0;
   /// Parameter `k` of graph node `position` (a Scalar or a CPU scalar tensor) as `dtype`; entry
   /// `element` of it when it is a Scalar[].
-  virtual KValue param(int32_t position, int32_t k, c10::ScalarType dtype, int32_t element = -1) = 0;
+  virtual KValue param(int32_t position, int32_t k, c10::ScalarType dtype,
+                       int32_t element = -1) = 0;
 };
 
 struct LoopGraph {

@@ -53,28 +53,40 @@ bool lowerForeach(LoweringCall& call, const std::string& element,
 
 void registerForeachLowerings(LoweringRegistry& r) {
   // The overloads of the binary, pointwise and clamp foreach ops, and their element ops.
-  static const ForeachOp kBinary[] = {
-      {"add.List", "add.Tensor"}, {"add.Scalar", "add.Scalar", true},
-      {"add.ScalarList", "add.Scalar", true},
-      {"sub.List", "sub.Tensor"}, {"sub.Scalar", "sub.Scalar", true},
-      {"sub.ScalarList", "sub.Scalar", true},
-      {"mul.List", "mul.Tensor"}, {"mul.Scalar", "mul.Scalar"}, {"mul.ScalarList", "mul.Scalar"},
-      {"div.List", "div.Tensor"}, {"div.Scalar", "div.Scalar"}, {"div.ScalarList", "div.Scalar"},
-      {"pow.List", "pow.Tensor_Tensor"}, {"pow.Scalar", "pow.Tensor_Scalar"},
-      {"pow.ScalarList", "pow.Tensor_Scalar"},
-      {"lerp.Scalar", "lerp.Scalar"}, {"lerp.ScalarList", "lerp.Scalar"},
-      {"addcmul.Scalar", "addcmul"}, {"addcmul.ScalarList", "addcmul"},
-      {"addcdiv.Scalar", "addcdiv"}, {"addcdiv.ScalarList", "addcdiv"},
-      {"clamp_min.List", "clamp_min"}, {"clamp_min.Scalar", "clamp_min"},
-      {"clamp_min.ScalarList", "clamp_min"},
-      {"clamp_max.List", "clamp_max"}, {"clamp_max.Scalar", "clamp_max"},
-      {"clamp_max.ScalarList", "clamp_max"},
-      {"maximum.List", "maximum"}, {"minimum.List", "minimum"}};
+  static const ForeachOp kBinary[] = {{"add.List", "add.Tensor"},
+                                      {"add.Scalar", "add.Scalar", true},
+                                      {"add.ScalarList", "add.Scalar", true},
+                                      {"sub.List", "sub.Tensor"},
+                                      {"sub.Scalar", "sub.Scalar", true},
+                                      {"sub.ScalarList", "sub.Scalar", true},
+                                      {"mul.List", "mul.Tensor"},
+                                      {"mul.Scalar", "mul.Scalar"},
+                                      {"mul.ScalarList", "mul.Scalar"},
+                                      {"div.List", "div.Tensor"},
+                                      {"div.Scalar", "div.Scalar"},
+                                      {"div.ScalarList", "div.Scalar"},
+                                      {"pow.List", "pow.Tensor_Tensor"},
+                                      {"pow.Scalar", "pow.Tensor_Scalar"},
+                                      {"pow.ScalarList", "pow.Tensor_Scalar"},
+                                      {"lerp.Scalar", "lerp.Scalar"},
+                                      {"lerp.ScalarList", "lerp.Scalar"},
+                                      {"addcmul.Scalar", "addcmul"},
+                                      {"addcmul.ScalarList", "addcmul"},
+                                      {"addcdiv.Scalar", "addcdiv"},
+                                      {"addcdiv.ScalarList", "addcdiv"},
+                                      {"clamp_min.List", "clamp_min"},
+                                      {"clamp_min.Scalar", "clamp_min"},
+                                      {"clamp_min.ScalarList", "clamp_min"},
+                                      {"clamp_max.List", "clamp_max"},
+                                      {"clamp_max.Scalar", "clamp_max"},
+                                      {"clamp_max.ScalarList", "clamp_max"},
+                                      {"maximum.List", "maximum"},
+                                      {"minimum.List", "minimum"}};
   // The unary foreach ops (one overload each), whose element op is the op of the same name.
   static const char* const kUnary[] = {
-      "abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1",
-      "floor", "lgamma", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round", "rsqrt",
-      "sigmoid", "sign", "sin", "sinh", "sqrt", "tan", "tanh", "trunc"};
+      "abs",   "acos",    "asin",   "atan", "ceil",  "cos",   "cosh", "erf",  "erfc",       "exp",
+      "expm1", "floor",   "lgamma", "log",  "log10", "log1p", "log2", "neg",  "reciprocal", "round",
+      "rsqrt", "sigmoid", "sign",   "sin",  "sinh",  "sqrt",  "tan",  "tanh", "trunc"};
   auto add = [&r](const std::string& foreach, const std::string& element, bool alpha) {
     std::vector<c10::IValue> extra;
     if (alpha) extra.emplace_back(c10::Scalar(int64_t{1}));

@@ -40,7 +40,8 @@ ReduceFn divideBy(double n) {
 }
 
 LoopId castTo(LoweringCall& call, LoopId id, ScalarType dtype) {
-  return call.combine({id}, call.loop(id).sizes, dtype, [](KernelBuilder&, const std::vector<V>& v) { return v[0]; });
+  return call.combine({id}, call.loop(id).sizes, dtype,
+                      [](KernelBuilder&, const std::vector<V>& v) { return v[0]; });
 }
 
 /// native_layer_norm(input, normalized_shape, weight, bias, eps): out, mean, rstd.
@@ -51,28 +52,33 @@ bool lowerLayerNorm(LoweringCall& call) {
   const NormDims dims = normDims(sizes, call.constant("normalized_shape").toIntVector().size());
   const double eps = call.constant("eps").toDouble();
   const ScalarType t = computeType(call.out(0).dtype);
-  LoopId mean = call.reduce(x, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(), divideBy(dims.count));
+  LoopId mean =
+      call.reduce(x, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(), divideBy(dims.count));
   LoopId sq = call.combine({x, mean}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
     V d = o.binary("sub", o.cast(v[0], t), o.cast(v[1], t));
     return o.binary("mul", d, d);
   });
-  LoopId var = call.reduce(sq, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(), divideBy(dims.count));
-  LoopId rstd = call.combine({var}, call.loop(var).sizes, kAcc, [eps](KernelBuilder& o, const std::vector<V>& v) {
-    return o.unary("rsqrt", o.binary("add", v[0], o.constant(eps, kAcc)));
-  });
+  LoopId var = call.reduce(sq, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(),
+                           divideBy(dims.count));
+  LoopId rstd = call.combine(
+      {var}, call.loop(var).sizes, kAcc, [eps](KernelBuilder& o, const std::vector<V>& v) {
+        return o.unary("rsqrt", o.binary("add", v[0], o.constant(eps, kAcc)));
+      });
   std::vector<LoopId> in = {x, mean, rstd};
   const auto weight = call.tensor("weight"), bias = call.tensor("bias");
   if (weight) in.push_back(*weight);
   if (bias) in.push_back(*bias);
   const bool has_w = weight.has_value(), has_b = bias.has_value();
-  LoopId out = call.combine(in, sizes, call.out(0).dtype, [=](KernelBuilder& o, const std::vector<V>& v) {
-    V y = o.binary("mul", o.binary("sub", o.cast(v[0], t), o.cast(v[1], t)), o.cast(v[2], t));
-    size_t next = 3;
-    if (has_w) y = o.binary("mul", y, o.cast(v[next++], t));
-    if (has_b) y = o.binary("add", y, o.cast(v[next], t));
-    return y;
-  });
-  call.outputs = {out, castTo(call, mean, call.out(1).dtype), castTo(call, rstd, call.out(2).dtype)};
+  LoopId out =
+      call.combine(in, sizes, call.out(0).dtype, [=](KernelBuilder& o, const std::vector<V>& v) {
+        V y = o.binary("mul", o.binary("sub", o.cast(v[0], t), o.cast(v[1], t)), o.cast(v[2], t));
+        size_t next = 3;
+        if (has_w) y = o.binary("mul", y, o.cast(v[next++], t));
+        if (has_b) y = o.binary("add", y, o.cast(v[next], t));
+        return y;
+      });
+  call.outputs = {out, castTo(call, mean, call.out(1).dtype),
+                  castTo(call, rstd, call.out(2).dtype)};
   return true;
 }
 
@@ -86,9 +92,10 @@ bool lowerLayerNormBackward(LoweringCall& call) {
   // Per element in the input's compute type (float for float, half and bfloat16), as eager's
   // kernel computes; the sums accumulate in double.
   const ScalarType t = computeType(call.loop(x).dtype);
-  LoopId xhat = call.combine({x, mean, rstd}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
-    return o.binary("mul", o.binary("sub", o.cast(v[0], t), o.cast(v[1], t)), o.cast(v[2], t));
-  });
+  LoopId xhat =
+      call.combine({x, mean, rstd}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
+        return o.binary("mul", o.binary("sub", o.cast(v[0], t), o.cast(v[1], t)), o.cast(v[2], t));
+      });
   std::vector<LoopId> g_in = {dy};
   if (weight) g_in.push_back(*weight);
   LoopId g = call.combine(g_in, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
@@ -100,20 +107,31 @@ bool lowerLayerNormBackward(LoweringCall& call) {
   const auto& returns = call.attrs().returns;
   auto wanted = [&](size_t r) { return returns.at(r).kind == ReturnKind::kTensor; };
   if (wanted(0)) {
-    LoopId gx = call.combine({g, xhat}, sizes, t, [](KernelBuilder& o, const std::vector<V>& v) { return o.binary("mul", v[0], v[1]); });
-    LoopId s1 = call.reduce(g, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(), divideBy(dims.count));
-    LoopId s2 = call.reduce(gx, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(), divideBy(dims.count));
-    outputs.push_back(call.combine({g, xhat, s1, s2, rstd}, sizes, call.out(next_out++).dtype, [t](KernelBuilder& o, const std::vector<V>& v) {
-      V inner = o.binary("sub", o.binary("sub", v[0], o.cast(v[2], t)), o.binary("mul", v[1], o.cast(v[3], t)));
-      return o.binary("mul", o.cast(v[4], t), inner);
-    }));
+    LoopId gx = call.combine({g, xhat}, sizes, t, [](KernelBuilder& o, const std::vector<V>& v) {
+      return o.binary("mul", v[0], v[1]);
+    });
+    LoopId s1 = call.reduce(g, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(),
+                            divideBy(dims.count));
+    LoopId s2 = call.reduce(gx, dims.inner, true, ReduceKind::kSum, kAcc, kAcc, toAcc(),
+                            divideBy(dims.count));
+    outputs.push_back(call.combine({g, xhat, s1, s2, rstd}, sizes, call.out(next_out++).dtype,
+                                   [t](KernelBuilder& o, const std::vector<V>& v) {
+                                     V inner =
+                                         o.binary("sub", o.binary("sub", v[0], o.cast(v[2], t)),
+                                                  o.binary("mul", v[1], o.cast(v[3], t)));
+                                     return o.binary("mul", o.cast(v[4], t), inner);
+                                   }));
   }
   if (wanted(1)) {
-    LoopId dyx = call.combine({dy, xhat}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) { return o.binary("mul", o.cast(v[0], t), v[1]); });
-    outputs.push_back(reduceMaybeSplit(call, dyx, dims.outer, false, ReduceKind::kSum, kAcc, call.out(next_out++).dtype, toAcc(), nullptr));
+    LoopId dyx = call.combine({dy, xhat}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
+      return o.binary("mul", o.cast(v[0], t), v[1]);
+    });
+    outputs.push_back(reduceMaybeSplit(call, dyx, dims.outer, false, ReduceKind::kSum, kAcc,
+                                       call.out(next_out++).dtype, toAcc(), nullptr));
   }
   if (wanted(2)) {
-    outputs.push_back(reduceMaybeSplit(call, dy, dims.outer, false, ReduceKind::kSum, kAcc, call.out(next_out++).dtype, toAcc(), nullptr));
+    outputs.push_back(reduceMaybeSplit(call, dy, dims.outer, false, ReduceKind::kSum, kAcc,
+                                       call.out(next_out++).dtype, toAcc(), nullptr));
   }
   call.outputs = outputs;
   return true;

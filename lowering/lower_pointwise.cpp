@@ -106,13 +106,14 @@ bool lowerClamp(LoweringCall& call) {
   const bool hi = call.has("max") && !call.isNone("max");
   if (lo) args.push_back("min");
   if (hi) args.push_back("max");
-  call.outputs = {call.pointwise(args, outType(call), [=](KernelBuilder& ops, const std::vector<V>& v) {
-    V x = ops.cast(v[0], t);
-    size_t next = 1;
-    if (lo) x = ops.binary("maximum", x, ops.cast(v[next++], t));
-    if (hi) x = ops.binary("minimum", x, ops.cast(v[next], t));
-    return x;
-  })};
+  call.outputs = {
+      call.pointwise(args, outType(call), [=](KernelBuilder& ops, const std::vector<V>& v) {
+        V x = ops.cast(v[0], t);
+        size_t next = 1;
+        if (lo) x = ops.binary("maximum", x, ops.cast(v[next++], t));
+        if (hi) x = ops.binary("minimum", x, ops.cast(v[next], t));
+        return x;
+      })};
   return true;
 }
 
@@ -193,10 +194,11 @@ bool lowerFormula(LoweringCall& call, const std::vector<std::string_view>& args,
 
 void registerPointwiseLowerings(LoweringRegistry& r) {
   // Unary math ops, each named as its kernel function.
-  addEach(r, {"abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
-              "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-              "asinh", "acosh", "atanh", "erf", "erfc", "sigmoid", "floor", "ceil", "trunc",
-              "sign", "reciprocal", "bitwise_not", "logical_not", "lgamma"},
+  addEach(r, {"abs",   "neg",   "exp",        "exp2",        "expm1",       "log",   "log2",
+              "log10", "log1p", "sqrt",       "rsqrt",       "sin",         "cos",   "tan",
+              "asin",  "acos",  "atan",       "sinh",        "cosh",        "tanh",  "asinh",
+              "acosh", "atanh", "erf",        "erfc",        "sigmoid",     "floor", "ceil",
+              "trunc", "sign",  "reciprocal", "bitwise_not", "logical_not", "lgamma"},
           lowerUnaryMath);
   r.add(OpClass::kPointwise, {"aten::round.default"},
         [](LoweringCall& c) { return lowerUnaryMath(c, "round"); });
@@ -212,8 +214,9 @@ void registerPointwiseLowerings(LoweringRegistry& r) {
         [](LoweringCall& c) { return lowerArith(c, divisionFn(c)); });
   r.add(OpClass::kPointwise, {"aten::div.Tensor_mode", "aten::div.Scalar_mode"}, lowerDivTrunc);
   auto arith = [](LoweringCall& call, const std::string& fn) { return lowerArith(call, fn); };
-  addEach(r, {"maximum", "minimum", "atan2", "copysign", "hypot", "bitwise_and", "bitwise_or",
-              "bitwise_xor"},
+  addEach(r,
+          {"maximum", "minimum", "atan2", "copysign", "hypot", "bitwise_and", "bitwise_or",
+           "bitwise_xor"},
           arith);
   // Integer powers and integer division have eager's own error and rounding rules.
   r.add(OpClass::kPointwise, {"aten::pow"}, [](LoweringCall& c) {

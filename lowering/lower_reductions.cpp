@@ -196,9 +196,12 @@ bool lowerVariance(LoweringCall& call, bool is_std) {
   const bool keepdim = call.constant("keepdim").toBool();
   const double n = static_cast<double>(reducedCount(input(call).sizes, dims));
   const ScalarType acc = ScalarType::Double;
-  LoopId mean = reduceMaybeSplit(call, x, dims, /*keepdim=*/true, ReduceKind::kSum, acc, acc,
-                            [acc](LoopContext& c, V v) { return castIn(c, v, acc); },
-                            [n](LoopContext& c, V s) { return c.ops().binary("div", s, c.ops().constant(n, ScalarType::Double)); });
+  LoopId mean = reduceMaybeSplit(
+      call, x, dims, /*keepdim=*/true, ReduceKind::kSum, acc, acc,
+      [acc](LoopContext& c, V v) { return castIn(c, v, acc); },
+      [n](LoopContext& c, V s) {
+        return c.ops().binary("div", s, c.ops().constant(n, ScalarType::Double));
+      });
   std::vector<int64_t> sizes = input(call).sizes;
   LoopId sq = call.combine({x, mean}, sizes, acc, [acc](KernelBuilder& o, const std::vector<V>& v) {
     V d = o.binary("sub", o.cast(v[0], acc), v[1]);
@@ -213,8 +216,8 @@ bool lowerVariance(LoweringCall& call, bool is_std) {
     V var = o.binary("div", s, denom);
     return is_std ? o.unary("sqrt", var) : var;
   };
-  call.outputs = {reduceMaybeSplit(call, sq, dims, keepdim, ReduceKind::kSum, acc,
-                                   call.out().dtype, nullptr, post)};
+  call.outputs = {reduceMaybeSplit(call, sq, dims, keepdim, ReduceKind::kSum, acc, call.out().dtype,
+                                   nullptr, post)};
   return true;
 }
 
@@ -240,10 +243,11 @@ bool lowerSoftmax(LoweringCall& call, bool log) {
   });
   LoopId sum = call.reduce(shifted, dims, true, ReduceKind::kSum, t, t,
                            [](LoopContext& c, V v) { return c.ops().unary("exp", v); });
-  call.outputs = {call.combine({shifted, sum}, sizes, call.out().dtype, [log](KernelBuilder& o, const std::vector<V>& v) {
-    if (log) return o.binary("sub", v[0], o.unary("log", v[1]));
-    return o.binary("div", o.unary("exp", v[0]), v[1]);
-  })};
+  call.outputs = {call.combine({shifted, sum}, sizes, call.out().dtype,
+                               [log](KernelBuilder& o, const std::vector<V>& v) {
+                                 if (log) return o.binary("sub", v[0], o.unary("log", v[1]));
+                                 return o.binary("div", o.unary("exp", v[0]), v[1]);
+                               })};
   return true;
 }
 
@@ -255,16 +259,18 @@ bool lowerSoftmaxBackward(LoweringCall& call, bool log) {
   std::vector<int64_t> dims = {rank == 0 ? 0 : wrapDim(call.constant("dim").toInt(), rank)};
   if (rank == 0) dims.clear();
   const ScalarType t = computeType(call.out().dtype);
-  LoopId prod = log ? g : call.combine({g, y}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
-    return o.binary("mul", o.cast(v[0], t), o.cast(v[1], t));
-  });
+  LoopId prod =
+      log ? g : call.combine({g, y}, sizes, t, [t](KernelBuilder& o, const std::vector<V>& v) {
+        return o.binary("mul", o.cast(v[0], t), o.cast(v[1], t));
+      });
   LoopId sum = call.reduce(prod, dims, true, ReduceKind::kSum, t, t,
                            [t](LoopContext& c, V v) { return castIn(c, v, t); });
-  call.outputs = {call.combine({g, y, sum}, sizes, call.out().dtype, [log, t](KernelBuilder& o, const std::vector<V>& v) {
-    V gv = o.cast(v[0], t), yv = o.cast(v[1], t);
-    if (log) return o.binary("sub", gv, o.binary("mul", o.unary("exp", yv), v[2]));
-    return o.binary("mul", yv, o.binary("sub", gv, v[2]));
-  })};
+  call.outputs = {call.combine(
+      {g, y, sum}, sizes, call.out().dtype, [log, t](KernelBuilder& o, const std::vector<V>& v) {
+        V gv = o.cast(v[0], t), yv = o.cast(v[1], t);
+        if (log) return o.binary("sub", gv, o.binary("mul", o.unary("exp", yv), v[2]));
+        return o.binary("mul", yv, o.binary("sub", gv, v[2]));
+      })};
   return true;
 }
 

@@ -196,7 +196,10 @@ bool lowerSliceScatter(LoweringCall& call) {
     auto lng = [&](int64_t v) { return ops.constant(static_cast<double>(v), ScalarType::Long); };
     KValue in_range = ops.binary("logical_and", ops.binary("ge", i, lng(r.start)),
                                  ops.binary("lt", i, lng(r.start + (r.length - 1) * r.step + 1)));
-    KValue on_step = ops.binary("eq", ops.index(ixMod(ixMax(ixAdd(index[dim], ixConst(-r.start)), ixConst(0)), ixConst(r.step))), lng(0));
+    KValue on_step = ops.binary(
+        "eq",
+        ops.index(ixMod(ixMax(ixAdd(index[dim], ixConst(-r.start)), ixConst(0)), ixConst(r.step))),
+        lng(0));
     return ops.binary("logical_and", in_range, on_step);
   };
   auto src_index = [dim, r](const Index& index) {
@@ -221,7 +224,7 @@ bool lowerSelectScatter(LoweringCall& call) {
   std::vector<int64_t> short_dims;  // src dims shorter than the slice's
   for (size_t d = 0, s = 0; d < base.size(); ++d) {
     if (static_cast<int64_t>(d) == dim) continue;
-    if (src_sizes[s] > base[d]) return false;  // ATen raises; so does the extern call
+    if (src_sizes[s] > base[d]) return false;            // ATen raises; so does the extern call
     if (src_sizes[s] == 0 && base[d] > 0) return false;  // nothing to read from
     if (src_sizes[s] < base[d]) short_dims.push_back(static_cast<int64_t>(s));
     ++s;
@@ -238,7 +241,8 @@ bool lowerSelectScatter(LoweringCall& call) {
   auto src_index = [dim, src_sizes, short_dims](const Index& index) {
     Index in = index;
     in.erase(in.begin() + dim);
-    for (int64_t s : short_dims) in[s] = ixMin(in[s], ixConst(std::max<int64_t>(src_sizes[s] - 1, 0)));
+    for (int64_t s : short_dims)
+      in[s] = ixMin(in[s], ixConst(std::max<int64_t>(src_sizes[s] - 1, 0)));
     return in;
   };
   return lowerScatter(call, inside, src_index);
@@ -260,9 +264,10 @@ KValue roundTo(KernelBuilder& ops, KValue value, ScalarType dtype) {
 /// Argument `arg` of `call` converted to the output's dtype (Note [Conversions round]).
 bool lowerConversion(LoweringCall& call, std::string_view arg) {
   const ScalarType from = call.loop(*call.tensor(arg)).dtype, to = call.out().dtype;
-  call.outputs = {call.pointwise({arg}, to, [from, to](KernelBuilder& ops, const std::vector<KValue>& v) {
-    return roundTo(ops, ops.cast(roundTo(ops, v[0], from), to), to);
-  })};
+  call.outputs = {
+      call.pointwise({arg}, to, [from, to](KernelBuilder& ops, const std::vector<KValue>& v) {
+        return roundTo(ops, ops.cast(roundTo(ops, v[0], from), to), to);
+      })};
   return true;
 }
 

@@ -128,10 +128,10 @@ KValue CallArgs::at(LoopContext& c, ArgIndex arg, const std::vector<IxPtr>& inde
   const ArgSource& s = sources_.at(arg);
   if (s.kind == ArgKind::kParam) {
     const c10::IValue& v = paramOf(s);
-    c10::ScalarType type = v.isTensor() ? v.toTensor().scalar_type()
+    c10::ScalarType type = v.isTensor()                     ? v.toTensor().scalar_type()
                            : v.toScalar().isFloatingPoint() ? c10::ScalarType::Double
-                           : v.toScalar().isBoolean() ? c10::ScalarType::Bool
-                                                       : c10::ScalarType::Long;
+                           : v.toScalar().isBoolean()       ? c10::ScalarType::Bool
+                                                            : c10::ScalarType::Long;
     const bool listed = element_ >= 0 && node_.params().at(s.param).isList();
     return c.param(position_, s.param, type, listed ? element_ : -1);
   }
@@ -163,7 +163,7 @@ LoopId LoweringCall::pointwise(const std::vector<std::string_view>& names, c10::
     if (auto id = args_->tensor(arg)) node.inputs.push_back(*id);
   }
   node.compute = [call_args = args_, args, body, dtype](LoopContext& c,
-                                                       const std::vector<IxPtr>& index) {
+                                                        const std::vector<IxPtr>& index) {
     std::vector<KValue> values;
     for (ArgIndex arg : args) values.push_back(call_args->at(c, arg, index));
     return c.ops().cast(body(c.ops(), values), dtype);
@@ -203,9 +203,9 @@ LoopId LoweringCall::view(LoopId input, std::vector<int64_t> sizes, IndexMap map
   return loops_.add(std::move(node));
 }
 
-LoopId LoweringCall::reduce(LoopId input, std::vector<int64_t> dims, bool keepdim,
-                            ReduceKind kind, c10::ScalarType acc, c10::ScalarType dtype,
-                            ReduceFn pre, ReduceFn post) {
+LoopId LoweringCall::reduce(LoopId input, std::vector<int64_t> dims, bool keepdim, ReduceKind kind,
+                            c10::ScalarType acc, c10::ScalarType dtype, ReduceFn pre,
+                            ReduceFn post) {
   const std::vector<int64_t> in_sizes = loops_[input].sizes;
   std::vector<bool> reduced(in_sizes.size(), false);
   std::vector<int64_t> out_sizes, rsizes;

@@ -131,8 +131,8 @@ class LoweringCall {
   /// Folds `input` over `dims` (sorted, distinct); `pre` maps each element first, `post` maps the
   /// result (both optional). The result has dtype `dtype`.
   LoopId reduce(LoopId input, std::vector<int64_t> dims, bool keepdim, ReduceKind kind,
-                c10::ScalarType acc, c10::ScalarType dtype,
-                ReduceFn pre = nullptr, ReduceFn post = nullptr);
+                c10::ScalarType acc, c10::ScalarType dtype, ReduceFn pre = nullptr,
+                ReduceFn post = nullptr);
   /// A pointwise node of loop nodes `inputs`, broadcast to `sizes`.
   LoopId combine(std::vector<LoopId> inputs, std::vector<int64_t> sizes, c10::ScalarType dtype,
                  PointwiseBody body);

@@ -13,9 +13,10 @@ namespace {
 /// Ops that draw random numbers, by name (without overload); also any name ending `_dropout`.
 bool isRandomName(const std::string& op) {
   static const std::unordered_set<std::string> kRandom = {
-      "bernoulli", "rand", "randn", "rand_like", "randn_like", "randint", "randint_like",
-      "randperm", "normal", "uniform", "native_dropout", "multinomial", "exponential",
-      "geometric", "cauchy", "log_normal", "random", "poisson", "_standard_gamma"};
+      "bernoulli",      "rand",         "randn",       "rand_like",      "randn_like",
+      "randint",        "randint_like", "randperm",    "normal",         "uniform",
+      "native_dropout", "multinomial",  "exponential", "geometric",      "cauchy",
+      "log_normal",     "random",       "poisson",     "_standard_gamma"};
   return kRandom.count(op) > 0 || endsWith(op, "_dropout");
 }
 
@@ -38,12 +39,32 @@ OpName splitOpName(const std::string& name) {
 bool readsAnyLayout(const std::string& name) {
   // The ops where views of weights and activations meet in training: the matmul and
   // convolution families and their backward ops, with the losses and lookups around them.
-  static const std::unordered_set<std::string> kAnyLayout = {
-      "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "linear",
-      "_addmm_activation", "convolution", "_convolution", "convolution_backward",
-      "embedding", "embedding_dense_backward", "index_select", "gather", "cat", "stack",
-      "mse_loss", "mse_loss_backward", "nll_loss_forward", "nll_loss_backward",
-      "nll_loss2d_forward", "nll_loss2d_backward"};
+  static const std::unordered_set<std::string> kAnyLayout = {"mm",
+                                                             "addmm",
+                                                             "bmm",
+                                                             "baddbmm",
+                                                             "addbmm",
+                                                             "mv",
+                                                             "addmv",
+                                                             "dot",
+                                                             "vdot",
+                                                             "linear",
+                                                             "_addmm_activation",
+                                                             "convolution",
+                                                             "_convolution",
+                                                             "convolution_backward",
+                                                             "embedding",
+                                                             "embedding_dense_backward",
+                                                             "index_select",
+                                                             "gather",
+                                                             "cat",
+                                                             "stack",
+                                                             "mse_loss",
+                                                             "mse_loss_backward",
+                                                             "nll_loss_forward",
+                                                             "nll_loss_backward",
+                                                             "nll_loss2d_forward",
+                                                             "nll_loss2d_backward"};
   if (!startsWith(name, "aten::")) return false;
   return kAnyLayout.count(splitOpName(name).op) > 0;
 }

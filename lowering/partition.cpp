@@ -18,9 +18,9 @@
 // 4. Emit: each kernel is built by running its members' lowerings at the identity index.
 #include "lowering/passes.h"
 
+#include "lazy_ir/check.h"
 #include "lowering/detail/partitioner.h"
 #include "lowering/lowerings.h"
-#include "lazy_ir/check.h"
 
 #include <cstring>
 #include <string_view>
@@ -30,13 +30,17 @@ namespace {
 
 bool supportedDtype(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Bool: case c10::ScalarType::Byte: case c10::ScalarType::Char:
-    case c10::ScalarType::Short: case c10::ScalarType::Int: case c10::ScalarType::Long:
-    case c10::ScalarType::Half: case c10::ScalarType::BFloat16: case c10::ScalarType::Float:
-    case c10::ScalarType::Double:
-      return true;
-    default:
-      return false;
+    case c10::ScalarType::Bool:
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Short:
+    case c10::ScalarType::Int:
+    case c10::ScalarType::Long:
+    case c10::ScalarType::Half:
+    case c10::ScalarType::BFloat16:
+    case c10::ScalarType::Float:
+    case c10::ScalarType::Double: return true;
+    default: return false;
   }
 }
 
@@ -146,11 +150,10 @@ bool Partitioner::tryLower(uint32_t pos) {
     // An argument form the lowering does not know (an IValue of another type than it reads):
     // the node runs its ATen kernel instead. An assertion of ours is a bug: the sync fails.
     // See Note [Loud lowering errors].
-    LF_INTERNAL_ASSERT(std::string_view(e.what()).find(kInternalErrorPrefix) ==
-                           std::string_view::npos,
-                       "lowering ", node.opName(), " (node %", pos, ") of graph 0x", std::hex,
-                       graph_.hash(), std::dec, " failed ", kFailureHint,
-                       e.what_without_backtrace());
+    LF_INTERNAL_ASSERT(
+        std::string_view(e.what()).find(kInternalErrorPrefix) == std::string_view::npos,
+        "lowering ", node.opName(), " (node %", pos, ") of graph 0x", std::hex, graph_.hash(),
+        std::dec, " failed ", kFailureHint, e.what_without_backtrace());
     ok = false;
   }
   if (!ok) {
@@ -161,8 +164,8 @@ bool Partitioner::tryLower(uint32_t pos) {
   p_.ref_of.resize(p_.loops.nodes.size());
   for (uint32_t k = 0; k < call.outputs.size(); ++k) {
     LoopId id = call.outputs[k];
-    LF_INTERNAL_ASSERT(id >= static_cast<LoopId>(before) && !p_.ref_of[id],
-                       node.opName(), " returned a loop node it did not make");
+    LF_INTERNAL_ASSERT(id >= static_cast<LoopId>(before) && !p_.ref_of[id], node.opName(),
+                       " returned a loop node it did not make");
     const TensorMeta& meta = node.outputMeta(k);
     LF_INTERNAL_ASSERT(p_.loops[id].sizes == meta.sizes && p_.loops[id].dtype == meta.dtype,
                        node.opName(), " output ", k, " lowered with another shape or dtype");

@@ -108,7 +108,8 @@ void Partitioner::group() {
       const uint32_t pos = node.source.position;
       if (!p_.is_extern[pos]) continue;  // device data: read from the start
       if (p_.extern_step[pos] < 0) {
-        for (const NodeRef& ref : graph_.inputsOf(pos)) addViewStep(p_.node_loops[ref.position].at(ref.index));
+        for (const NodeRef& ref : graph_.inputsOf(pos))
+          addViewStep(p_.node_loops[ref.position].at(ref.index));
         p_.extern_step[pos] = static_cast<int32_t>(p_.steps.size());
         p_.steps.push_back({-1, pos});
       }
@@ -121,8 +122,7 @@ void Partitioner::group() {
     int32_t chosen = -1;
     for (int32_t gid = 0; gid < static_cast<int32_t>(p_.groups.size()) && chosen < 0; ++gid) {
       const KernelGroup& g = p_.groups[gid];
-      if (g.domain == node.sizes && g.nodes + nodes <= kMaxGroupNodes &&
-          canJoin(reads, g, gid)) {
+      if (g.domain == node.sizes && g.nodes + nodes <= kMaxGroupNodes && canJoin(reads, g, gid)) {
         chosen = gid;
       }
     }
@@ -137,7 +137,8 @@ void Partitioner::group() {
     p_.step_of[id] = p_.groups[chosen].step;
   }
   // Views only graph outputs need come last, after everything their roots' steps.
-  for (const NodeRef& out : graph_.outputs()) addViewStep(p_.node_loops[out.position].at(out.index));
+  for (const NodeRef& out : graph_.outputs())
+    addViewStep(p_.node_loops[out.position].at(out.index));
 }
 
 void Partitioner::addViewStep(LoopId id) {

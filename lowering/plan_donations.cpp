@@ -40,16 +40,17 @@ namespace {
 // without __restrict__ (which would let the compiler load through the non-coherent read-only
 // cache or move a load past a store).
 //
-// An output may also (or, with no such input, instead) take device data that no step of the plan reads and
-// that is no graph output (each such value at most once in a plan): the old value of a tensor
-// that the step overwrites whole. `out.copy_(f(x))` records copy(old, f(x)), whose lowering
+// An output may also (or, with no such input, instead) take device data that no step of the plan
+// reads and that is no graph output (each such value at most once in a plan): the old value of a
+// tensor that the step overwrites whole. `out.copy_(f(x))` records copy(old, f(x)), whose lowering
 // reads only f(x), yet the graph holds `old` until the plan has run, so without this the
 // output needed fresh memory while the old value's memory sat idle: one buffer more of working
 // set than eager's `out=` (a 4M float32 binary op alone: 48 MB against 32 MB, on a 32 MB L3).
-// At run time the input is tried first. Its layout must be the output's and the device data sharing its storage must be done before
-// the step, as above. The kernel never reads it, so it needs no may_alias, and any step may take
-// it: a rerun after a failure (Note [Failed syncs]) reads it no more than this plan does, since
-// an op whose fused lowering does not read a value computes the same result whatever it holds.
+// At run time the input is tried first. Its layout must be the output's and the device data sharing
+// its storage must be done before the step, as above. The kernel never reads it, so it needs no
+// may_alias, and any step may take it: a rerun after a failure (Note [Failed syncs]) reads it no
+// more than this plan does, since an op whose fused lowering does not read a value computes the
+// same result whatever it holds.
 //
 // At run time (kernels/fused_runner.cpp, outputBuffer) the candidate is taken only when nothing
 // but the plan holds its memory: the tensor is held by the plan's values alone (and, for device

@@ -52,8 +52,8 @@ void printKernel(std::ostream& out, const FusedKernel& k) {
 
 std::string printPlan(const Graph& graph, const ExecutionPlan& plan) {
   std::ostringstream out;
-  out << "plan(graph=0x" << std::hex << plan.graph_hash << std::dec << ", steps="
-      << plan.steps.size() << ", kernels=" << plan.kernels.size();
+  out << "plan(graph=0x" << std::hex << plan.graph_hash << std::dec
+      << ", steps=" << plan.steps.size() << ", kernels=" << plan.kernels.size();
   if (!plan.batches.empty()) out << ", batches=" << plan.batches.size();
   out << ")\n";
   for (size_t s = 0; s < plan.steps.size(); ++s) {

@@ -128,8 +128,8 @@ std::vector<FusedKernel> splitIndependent(const FusedKernel& fused) {
   std::vector<int32_t> store_root(k.stores.size());
   for (size_t s = 0; s < k.stores.size(); ++s) {
     const KStore& store = k.stores[s];
-    int32_t root = cheap[store.value] ? findRoot(parent, k.stores[0].value)
-                                      : findRoot(parent, store.value);
+    int32_t root =
+        cheap[store.value] ? findRoot(parent, k.stores[0].value) : findRoot(parent, store.value);
     auto [it, inserted] = buffer_root.emplace(store.buffer, root);
     if (!inserted && it->second != root) {
       unite(root, it->second);

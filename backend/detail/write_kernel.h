@@ -37,8 +37,7 @@ PendingWrite pendingWriteOf(const OpTraits& traits, torch::jit::Stack& args);
 
 /// Kernel on Functionalize of an in-place or out= op that has one of PyTorch's: see Note
 /// [In-place result casts].
-void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
-                 torch::jit::Stack* stack);
+void writeKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
 
 /// Notes, at load, the functional op that functionalizes `op` here, if it has one: see Note
 /// [Functionalizing foreach writes] and Note [Functionalizing in-place writes].

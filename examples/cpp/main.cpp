@@ -43,8 +43,8 @@ int main() {
   std::cout << "lazy result:\n" << actual << "\n";
   std::cout << "eager CPU result:\n" << expected << "\n";
   if (!at::allclose(actual, expected, /*rtol=*/1e-4, /*atol=*/1e-5)) {
-    std::cerr << "MISMATCH: max abs difference "
-              << (actual - expected).abs().max().item<float>() << "\n";
+    std::cerr << "MISMATCH: max abs difference " << (actual - expected).abs().max().item<float>()
+              << "\n";
     return EXIT_FAILURE;
   }
   std::cout << "lazy and eager CPU agree\n";

@@ -118,7 +118,7 @@ class CpuRenderer {
   std::string block_var_;
   std::vector<bool> half_loads_;
   std::vector<bool> half_stores_;
-  std::vector<bool> streams_;  // per store: written with non-temporal stores
+  std::vector<bool> streams_;      // per store: written with non-temporal stores
   std::vector<bool> part_stores_;  // the stores of the part being rendered; empty: all
   // In a row group's function (Note [CPU row groups]): where this kernel's buffers and
   // parameters start in the function's arrays, and the values its two kernels share.

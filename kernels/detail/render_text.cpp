@@ -61,8 +61,7 @@ std::string finiteFloatText(double value) {
   return text[0] == '-' ? "(" + text + ")" : text;
 }
 
-std::string preludeText(const char* head, const char* KernelFunction::*spelling,
-                        const char* tail) {
+std::string preludeText(const char* head, const char* KernelFunction::*spelling, const char* tail) {
   std::string text = head;
   for (const KernelFunction& fn : kernelFunctions()) {
     text += fn.*spelling;

@@ -19,9 +19,9 @@ std::string unflatten(const std::string& flat, int64_t stride, int64_t size, boo
 
 /// Declarations `const <type> <prefix><d> = ...;` of the used variables of a row-major space.
 std::string variableLines(const std::string& indent, const std::string& type,
-                          const std::string& prefix,
-                          const std::string& flat, const std::vector<int64_t>& sizes,
-                          const std::vector<bool>& used, size_t count);
+                          const std::string& prefix, const std::string& flat,
+                          const std::vector<int64_t>& sizes, const std::vector<bool>& used,
+                          size_t count);
 
 /// The C type an instruction of `dtype` computes in, as both targets' preludes spell it (lf_u8
 /// and lf_i64 are typedefs there); see Note [Kernel IR]: never Half or BFloat16.
@@ -33,7 +33,6 @@ std::string finiteFloatText(double value);
 
 /// A target's prelude: `head`, then the `spelling` of every kernel function of the table
 /// (Note [Kernel function table]) on lines of its own, in the table's order, then `tail`.
-std::string preludeText(const char* head, const char* KernelFunction::*spelling,
-                        const char* tail);
+std::string preludeText(const char* head, const char* KernelFunction::*spelling, const char* tail);
 
 }  // namespace lazyfuse::detail

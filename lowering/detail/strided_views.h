@@ -12,7 +12,7 @@ namespace lazyfuse {
 /// kernels would not otherwise write qualifies only if writing it costs no more than writing the
 /// view. The strides assume the root laid out as its meta says, as every plan value is. See
 /// Note [Strided views of buffers].
-std::optional<StridedView> stridedViewOf(const Graph& graph, const Partition& partition,
-                                         LoopId id, NodeRef value);
+std::optional<StridedView> stridedViewOf(const Graph& graph, const Partition& partition, LoopId id,
+                                         NodeRef value);
 
 }  // namespace lazyfuse

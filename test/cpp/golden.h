@@ -23,11 +23,13 @@ inline std::string readGoldenFile(const std::filesystem::path& path) {
 /// Compares `text` with the golden file `name`, or writes it when LAZYFUSE_UPDATE_GOLDEN=1.
 inline void expectMatchesGolden(const std::string& name, const std::string& text) {
   const std::filesystem::path path = std::filesystem::path(LAZYFUSE_GOLDEN_DIR) / name;
-  if (const char* update = std::getenv("LAZYFUSE_UPDATE_GOLDEN"); update && update == std::string("1")) {
+  if (const char* update = std::getenv("LAZYFUSE_UPDATE_GOLDEN");
+      update && update == std::string("1")) {
     std::ofstream(path, std::ios::binary) << text;
     return;
   }
-  ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing; run with LAZYFUSE_UPDATE_GOLDEN=1";
+  ASSERT_TRUE(std::filesystem::exists(path))
+      << path << " is missing; run with LAZYFUSE_UPDATE_GOLDEN=1";
   EXPECT_EQ(readGoldenFile(path), text)
       << "differs from " << path << "; regenerate with LAZYFUSE_UPDATE_GOLDEN=1 if intended";
 }

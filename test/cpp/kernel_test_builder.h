@@ -67,8 +67,7 @@ struct KernelBuilder {
     instr.scope = scope;
     return push(instr);
   }
-  int32_t reduce(ReduceKind kind, std::vector<int64_t> sizes, int32_t body,
-                 c10::ScalarType dtype) {
+  int32_t reduce(ReduceKind kind, std::vector<int64_t> sizes, int32_t body, c10::ScalarType dtype) {
     k.reductions.push_back(KReduction{kind, std::move(sizes), body, dtype});
     return op(KOp::kReduce, dtype, {}, static_cast<int64_t>(k.reductions.size() - 1));
   }

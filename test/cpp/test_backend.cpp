@@ -2,14 +2,13 @@
 #include "backend/graph_executor.h"
 #include "lazy_ir/metrics.h"
 
-
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
-#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <gtest/gtest.h>
 
 namespace lazyfuse {

@@ -46,7 +46,8 @@ void expectReplays(const std::string& name, const std::function<Case()>& make) {
   testing::expectMatchesGolden("replay/" + name + ".cpp",
                                withoutPrelude(renderCppProgram(c.plan).source, cpu_prelude));
   // As the CUDA target lowers it: kernel batches, and what only the CPU leaves to ATen fused.
-  const ExecutionPlan cuda = lowerGraph(c.graph, /*fuse=*/true, /*batch=*/true, KernelTarget::kCuda);
+  const ExecutionPlan cuda =
+      lowerGraph(c.graph, /*fuse=*/true, /*batch=*/true, KernelTarget::kCuda);
   const std::string cuda_prelude =
       "// codegen version " + std::to_string(kCudaCodegenVersion) + "\n" + detail::cudaPrelude();
   const CudaPlanKernels inputs = cudaPlanKernels(cuda);

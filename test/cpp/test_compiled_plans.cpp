@@ -16,8 +16,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,9 +57,12 @@ class PartitionRunTest : public ::testing::Test {
     CpuCompileResult program = compileCppProgram(renderCppProgram(c.plan));
     ASSERT_TRUE(program.module) << program.error;
     const std::vector<CpuKernelFn>& functions = program.module->functions;
-    expectOutputs(c, runPlan(c.plan, c.graph, [&](size_t index, const Graph& g, PlanValues& v) {
-      runCpuKernel(c.plan, index, functions, g, v);
-    }), rtol, atol);
+    expectOutputs(c,
+                  runPlan(c.plan, c.graph,
+                          [&](size_t index, const Graph& g, PlanValues& v) {
+                            runCpuKernel(c.plan, index, functions, g, v);
+                          }),
+                  rtol, atol);
   }
 
   static void expectOutputs(const Case& c, const std::vector<at::Tensor>& got, double rtol,
@@ -69,7 +72,8 @@ class PartitionRunTest : public ::testing::Test {
       EXPECT_EQ(got[i].sizes(), c.expected[i].sizes()) << i;
       EXPECT_EQ(got[i].scalar_type(), c.expected[i].scalar_type()) << i;
       EXPECT_TRUE(at::allclose(got[i], c.expected[i], rtol, atol))
-          << "output " << i << "\n" << printPlan(c.graph, c.plan) << got[i] << "\nexpected\n"
+          << "output " << i << "\n"
+          << printPlan(c.graph, c.plan) << got[i] << "\nexpected\n"
           << c.expected[i];
     }
   }

@@ -16,9 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <memory>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -34,14 +34,10 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 using Builder = testing::KernelBuilder;
 
-IxPtr v(int d) {
-  return ixVar(d);
-}
+IxPtr v(int d) { return ixVar(d); }
 
 /// The row-major flat index of a 2-d domain with `cols` columns.
-IxPtr flat2(int64_t cols) {
-  return ixOffset({v(0), v(1)}, {cols, 1});
-}
+IxPtr flat2(int64_t cols) { return ixOffset({v(0), v(1)}, {cols, 1}); }
 
 class CpuCodegenTest : public ::testing::Test {
  protected:

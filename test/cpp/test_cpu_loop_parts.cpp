@@ -55,7 +55,8 @@ TEST(CpuLoopPartsTest, IndependentComputationsSplitIntoPartsOfFewBuffers) {
   for (size_t p = 0; p < parts.size(); ++p) {
     std::set<int32_t> buffers;
     for (size_t i = 0; i < k.k.instrs.size(); ++i) {
-      if (parts[p].instrs[i] && k.k.instrs[i].op == KOp::kLoad) buffers.insert(k.k.instrs[i].buffer);
+      if (parts[p].instrs[i] && k.k.instrs[i].op == KOp::kLoad)
+        buffers.insert(k.k.instrs[i].buffer);
     }
     for (size_t s = 0; s < static_cast<size_t>(n); ++s) {
       if (part[s] == p) buffers.insert(k.k.stores[s].buffer);

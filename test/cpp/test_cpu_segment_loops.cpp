@@ -36,8 +36,8 @@ Builder columnReductions(bool dependent) {
                                sum_scope);
   const int32_t sum = k.reduce(ReduceKind::kSum, {kRows}, product, ScalarType::Double);
   const int32_t max_scope = static_cast<int32_t>(k.k.reductions.size());
-  const int32_t max = k.reduce(ReduceKind::kMax, {kRows}, k.load(x, ScalarType::Float, at, max_scope),
-                               ScalarType::Float);
+  const int32_t max = k.reduce(ReduceKind::kMax, {kRows},
+                               k.load(x, ScalarType::Float, at, max_scope), ScalarType::Float);
   const int32_t out_sum = k.buffer(ScalarType::Double, true);
   const int32_t out_max = k.buffer(ScalarType::Float, true);
   const IxPtr col = ixVar(1);

@@ -9,8 +9,8 @@
 #include "kernels/detail/cuda_dialect.h"
 #include "lowering/kernel_functions.h"
 #include "test/cpp/golden.h"
-#include "test/cpp/temp_dir.h"
 #include "test/cpp/kernel_test_builder.h"
+#include "test/cpp/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -38,7 +38,8 @@ Kernel everyFunction(const std::string& name, ScalarType dtype, ScalarType store
   int32_t in0 = b.buffer(stored, false), in1 = b.buffer(stored, false);
   int32_t out = b.buffer(stored, true);
   IxPtr flat = ixOffset({ixVar(0), ixVar(1)}, {33, 1});
-  ScalarType compute = dtype == ScalarType::Half || dtype == ScalarType::BFloat16 ? ScalarType::Float : dtype;
+  ScalarType compute =
+      dtype == ScalarType::Half || dtype == ScalarType::BFloat16 ? ScalarType::Float : dtype;
   int32_t x = b.load(in0, compute, flat), y = b.load(in1, compute, ixOffset({ixVar(1)}, {1}));
   int32_t acc = b.op(KOp::kCast, compute, {x});
   auto accumulate = [&](int32_t value) {
@@ -84,10 +85,14 @@ Kernel rowReduction(const std::string& name, ReduceKind kind, ScalarType dtype, 
   int32_t out = b.buffer(arg ? ScalarType::Long : dtype, true);
   IxPtr index = column ? ixAdd(ixMul(ixRVar(0), ixConst(rows)), ixVar(0))
                        : ixAdd(ixMul(ixVar(0), ixConst(count)), ixRVar(0));
-  ScalarType compute = dtype == ScalarType::Half || dtype == ScalarType::BFloat16 ? ScalarType::Float : dtype;
+  ScalarType compute =
+      dtype == ScalarType::Half || dtype == ScalarType::BFloat16 ? ScalarType::Float : dtype;
   int32_t x = b.load(in, compute, index, /*scope=*/0);
   int32_t body = isFloating(compute) && !arg ? b.fn("exp", compute, {x}, 0) : x;
-  ScalarType acc = arg ? ScalarType::Long : (compute == ScalarType::Float && kind == ReduceKind::kSum ? ScalarType::Double : compute);
+  ScalarType acc =
+      arg ? ScalarType::Long
+          : (compute == ScalarType::Float && kind == ReduceKind::kSum ? ScalarType::Double
+                                                                      : compute);
   int32_t r = b.reduce(kind, {count}, body, acc);
   b.store(r, out, ixVar(0));
   return b.k;
@@ -100,12 +105,14 @@ Kernel twoReductions(const std::string& name, int64_t rows, int64_t count) {
   IxPtr index = ixAdd(ixMul(ixVar(0), ixConst(count)), ixRVar(0));
   int32_t x = b.load(in, ScalarType::Float, index, 0);
   int32_t sum = b.reduce(ReduceKind::kSum, {count}, x, ScalarType::Float);
-  int32_t mean = b.fn("div", ScalarType::Float, {sum, b.constant(ScalarType::Float, double(count))});
+  int32_t mean =
+      b.fn("div", ScalarType::Float, {sum, b.constant(ScalarType::Float, double(count))});
   int32_t y = b.load(in, ScalarType::Float, index, 1);
   int32_t d = b.fn("sub", ScalarType::Float, {y, mean}, 1);
   int32_t sq = b.fn("mul", ScalarType::Float, {d, d}, 1);
   int32_t ss = b.reduce(ReduceKind::kSum, {count}, sq, ScalarType::Float);
-  b.store(b.fn("div", ScalarType::Float, {ss, b.constant(ScalarType::Float, double(count))}), out, ixVar(0));
+  b.store(b.fn("div", ScalarType::Float, {ss, b.constant(ScalarType::Float, double(count))}), out,
+          ixVar(0));
   return b.k;
 }
 
@@ -113,7 +120,8 @@ Kernel twoReductions(const std::string& name, int64_t rows, int64_t count) {
 Kernel contiguousScale(const std::string& name, ScalarType dtype, int64_t n) {
   KernelBuilder b(name, {n});
   int32_t in = b.buffer(dtype, false), out = b.buffer(dtype, true);
-  ScalarType compute = dtype == ScalarType::Half || dtype == ScalarType::BFloat16 ? ScalarType::Float : dtype;
+  ScalarType compute =
+      dtype == ScalarType::Half || dtype == ScalarType::BFloat16 ? ScalarType::Float : dtype;
   int32_t x = b.load(in, compute, ixVar(0));
   b.store(b.fn("mul", compute, {x, b.constant(compute, 2)}), out, ixVar(0));
   return b.k;
@@ -121,26 +129,27 @@ Kernel contiguousScale(const std::string& name, ScalarType dtype, int64_t n) {
 
 std::vector<Kernel> allKernels() {
   std::vector<Kernel> kernels;
-  const ScalarType dtypes[] = {ScalarType::Float, ScalarType::Double, ScalarType::Half,
-                               ScalarType::BFloat16, ScalarType::Bool, ScalarType::Byte,
-                               ScalarType::Char, ScalarType::Short, ScalarType::Int,
+  const ScalarType dtypes[] = {ScalarType::Float,    ScalarType::Double, ScalarType::Half,
+                               ScalarType::BFloat16, ScalarType::Bool,   ScalarType::Byte,
+                               ScalarType::Char,     ScalarType::Short,  ScalarType::Int,
                                ScalarType::Long};
   for (ScalarType dtype : dtypes) {
     std::string suffix = c10::toString(dtype);
     kernels.push_back(everyFunction("functions_" + suffix, dtype, dtype));
     if (dtype == ScalarType::Bool) continue;
-    const ReduceKind kinds[] = {ReduceKind::kSum, ReduceKind::kProd, ReduceKind::kMax,
+    const ReduceKind kinds[] = {ReduceKind::kSum, ReduceKind::kProd,   ReduceKind::kMax,
                                 ReduceKind::kMin, ReduceKind::kArgMax, ReduceKind::kArgMin};
     for (ReduceKind kind : kinds) {
       for (int64_t count : {5, 100, 1000, 20000}) {
-        kernels.push_back(rowReduction("reduce_" + suffix + "_" + std::to_string(int(kind)) + "_" +
-                                           std::to_string(count),
-                                       kind, dtype, 64, count));
+        kernels.push_back(rowReduction(
+            "reduce_" + suffix + "_" + std::to_string(int(kind)) + "_" + std::to_string(count),
+            kind, dtype, 64, count));
       }
     }
     kernels.push_back(contiguousScale("scale_" + suffix, dtype, 4096));
   }
-  kernels.push_back(rowReduction("column_sum", ReduceKind::kSum, ScalarType::Float, 4096, 100, true));
+  kernels.push_back(
+      rowReduction("column_sum", ReduceKind::kSum, ScalarType::Float, 4096, 100, true));
   kernels.push_back(rowReduction("full_sum", ReduceKind::kSum, ScalarType::Float, 1, 1 << 20));
   kernels.push_back(twoReductions("variance_rows", 512, 3000));
   kernels.push_back(contiguousScale("scale_huge", ScalarType::Float, int64_t{3} << 30));
@@ -278,20 +287,22 @@ TEST_F(CudaCodegenTest, BuffersThatMayAliasAreNotRestrict) {
 }
 
 TEST_F(CudaCodegenTest, GoldenSources) {
-  std::vector<Kernel> kernels = {contiguousScale("scale_bf16", ScalarType::BFloat16, 4096),
-                                 rowReduction("row_max", ReduceKind::kMax, ScalarType::Float, 64, 1000),
-                                 rowReduction("short_row_sum", ReduceKind::kSum, ScalarType::Int, 77, 100),
-                                 rowReduction("row_argmin", ReduceKind::kArgMin, ScalarType::Half, 8, 20000),
-                                 twoReductions("variance_rows", 512, 3000)};
+  std::vector<Kernel> kernels = {
+      contiguousScale("scale_bf16", ScalarType::BFloat16, 4096),
+      rowReduction("row_max", ReduceKind::kMax, ScalarType::Float, 64, 1000),
+      rowReduction("short_row_sum", ReduceKind::kSum, ScalarType::Int, 77, 100),
+      rowReduction("row_argmin", ReduceKind::kArgMin, ScalarType::Half, 8, 20000),
+      twoReductions("variance_rows", 512, 3000)};
   std::string source = renderCuda(pointers(kernels)).source;
-  const std::string prelude = "// codegen version " + std::to_string(kCudaCodegenVersion) + "\n" +
-                              detail::cudaPrelude();
+  const std::string prelude =
+      "// codegen version " + std::to_string(kCudaCodegenVersion) + "\n" + detail::cudaPrelude();
   ASSERT_EQ(source.compare(0, prelude.size(), prelude), 0);
   testing::expectMatchesGolden("cuda_kernels.cu", source.substr(prelude.size()));
 }
 
 TEST_F(CudaCodegenTest, CompileErrorCarriesTheLogAndTheKeptSource) {
-  CudaCompileResult result = compileCuda("extern \"C\" __global__ void broken() { undefined_name(); }", kHopper);
+  CudaCompileResult result =
+      compileCuda("extern \"C\" __global__ void broken() { undefined_name(); }", kHopper);
   EXPECT_FALSE(result.binary);
   EXPECT_NE(result.error.find("undefined_name"), std::string::npos) << result.error;
   size_t at = result.error.find("source: ");

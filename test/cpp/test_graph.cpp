@@ -3,13 +3,13 @@
 #include "lazy_ir/graph.h"
 #include "lowering/pipeline.h"
 
-#include <ATen/ops/add.h>
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/allclose.h>
-#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/sum.h>
 #include <gtest/gtest.h>
 
@@ -211,8 +211,8 @@ TEST(GraphTest, InternalErrorInALoweringFailsLoudly) {
   TensorMeta wrong = a.meta();
   wrong.sizes = {6};  // an output of lower rank than its inputs: no broadcast gives it
   wrong.strides = {1};
-  Graph graph = Graph::fromRoots(
-      {Value{Node::aten(addAttrs(wrong), {a, a}, {c10::IValue(1.0)}), 0}});
+  Graph graph =
+      Graph::fromRoots({Value{Node::aten(addAttrs(wrong), {a, a}, {c10::IValue(1.0)}), 0}});
   try {
     lowerGraph(graph, /*fuse=*/true);
     FAIL() << "lowering a node with inconsistent metadata did not fail";

@@ -60,9 +60,14 @@ IxPtr reshapeOffset(const std::vector<int64_t>& out, const std::vector<int64_t>&
 
 TEST(IxAffineTest, ReshapesOfContiguousTensorsAreAffine) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-      {{1024, 256}, {8, 128, 256}}, {{8, 128, 256}, {1024, 256}}, {{32, 128, 64}, {8, 4, 128, 64}},
-      {{6, 10}, {2, 3, 10}},        {{4, 9}, {36}},                {{36}, {4, 9}},
-      {{3, 1, 5}, {15}},            {{2, 6}, {4, 3}}};  // [2, 6] splits source rows
+      {{1024, 256}, {8, 128, 256}},
+      {{8, 128, 256}, {1024, 256}},
+      {{32, 128, 64}, {8, 4, 128, 64}},
+      {{6, 10}, {2, 3, 10}},
+      {{4, 9}, {36}},
+      {{36}, {4, 9}},
+      {{3, 1, 5}, {15}},
+      {{2, 6}, {4, 3}}};  // [2, 6] splits source rows
   for (const auto& [out, in] : cases) {
     bool found = false;
     const IxPtr ix = reshapeOffset(out, in);

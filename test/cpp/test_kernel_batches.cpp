@@ -85,7 +85,8 @@ TEST(KernelBatchTest, KernelsThatDifferOnlyInSizesAndBindingsBatch) {
   EXPECT_EQ(batchKey(axpy("a", {4, 5})), batchKey(axpy("c", {2, 3, 4})));
   EXPECT_EQ(batchKey(axpy("a", {4, 5}, /*flat=*/false)), "") << "a transposed read";
   KernelBuilder reduce("r", {4});
-  int32_t in = reduce.buffer(ScalarType::Float, false), out = reduce.buffer(ScalarType::Float, true);
+  int32_t in = reduce.buffer(ScalarType::Float, false),
+          out = reduce.buffer(ScalarType::Float, true);
   int32_t x = reduce.load(in, ScalarType::Float, ixAdd(ixMul(ixVar(0), ixConst(8)), ixRVar(0)), 0);
   reduce.store(reduce.reduce(ReduceKind::kSum, {8}, x, ScalarType::Float), out, ixVar(0));
   EXPECT_EQ(batchKey(reduce.k), "") << "a reduction";
@@ -114,8 +115,14 @@ TEST(KernelBatchTest, IndependentKernelsBatchAndDependentOnesFollow) {
   b.kernel(axpy("k8", {2}), {5, 6, 2}, {26, 27});
   Graph graph = Graph::fromRoots({});
   ASSERT_TRUE(batchKernels(graph, b.plan));
-  EXPECT_EQ(stepsOf(b.plan), (Steps{{"k0", "k2", "k5"}, {"k3"}, {"k1"}, {"k4"}, {"extern"},
-                                    {"k6"}, {"extern"}, {"k7", "k8", "k9"}}));
+  EXPECT_EQ(stepsOf(b.plan), (Steps{{"k0", "k2", "k5"},
+                                    {"k3"},
+                                    {"k1"},
+                                    {"k4"},
+                                    {"extern"},
+                                    {"k6"},
+                                    {"extern"},
+                                    {"k7", "k8", "k9"}}));
   EXPECT_EQ(stepValues(graph, b.plan, b.plan.steps[0]).size(), 0u) << "temporaries only";
 }
 
@@ -163,8 +170,9 @@ Kernel threeUpdates(const std::string& name, std::vector<int64_t> domain) {
   for (int i = 0; i < 3; ++i) {
     int32_t a = b.buffer(ScalarType::Float, false), c = b.buffer(ScalarType::Float, false);
     int32_t x = b.load(a, ScalarType::Float, at), y = b.load(c, ScalarType::Float, at);
-    values.push_back(b.fn("add", ScalarType::Float, {b.fn("mul", ScalarType::Float, {x, scale}),
-                                                     b.fn("mul", ScalarType::Float, {y, z})}));
+    values.push_back(
+        b.fn("add", ScalarType::Float,
+             {b.fn("mul", ScalarType::Float, {x, scale}), b.fn("mul", ScalarType::Float, {y, z})}));
   }
   for (int32_t v : values) b.store(v, b.buffer(ScalarType::Float, true), at);
   return b.k;
@@ -226,8 +234,8 @@ TEST_F(CudaBatchTest, ABatchRendersOneKernelOverATableAndCompilesForHopper) {
 TEST_F(CudaBatchTest, GoldenSource) {
   Kernel a = axpy("a", {4, 5}), b = axpy("b", {3000}), c = axpy("c", {2, 3, 4});
   std::string source = renderCuda({}, {{&a, &b, &c}}).source;
-  const std::string prelude = "// codegen version " + std::to_string(kCudaCodegenVersion) + "\n" +
-                              detail::cudaPrelude();
+  const std::string prelude =
+      "// codegen version " + std::to_string(kCudaCodegenVersion) + "\n" + detail::cudaPrelude();
   ASSERT_EQ(source.compare(0, prelude.size(), prelude), 0);
   testing::expectMatchesGolden("cuda_batch.cu", source.substr(prelude.size()));
 }

@@ -40,9 +40,25 @@ bool isFloating(ScalarType dtype) {
 at::Tensor samples(ScalarType dtype) {
   const double inf = std::numeric_limits<double>::infinity();
   if (isFloating(dtype)) {
-    std::vector<double> values = {0.0,  -0.0,  1.0,   -1.0,   0.5,   -0.5,  1.5, -2.5,
-                                  2.5,  3.0,   0.75,  -7.25,  100.0, -100.0, 1e-40, -1e-40,
-                                  inf,  -inf,  std::numeric_limits<double>::quiet_NaN()};
+    std::vector<double> values = {0.0,
+                                  -0.0,
+                                  1.0,
+                                  -1.0,
+                                  0.5,
+                                  -0.5,
+                                  1.5,
+                                  -2.5,
+                                  2.5,
+                                  3.0,
+                                  0.75,
+                                  -7.25,
+                                  100.0,
+                                  -100.0,
+                                  1e-40,
+                                  -1e-40,
+                                  inf,
+                                  -inf,
+                                  std::numeric_limits<double>::quiet_NaN()};
     if (dtype == ScalarType::Double) values.insert(values.end(), {1e-310, -1e-310});
     at::Tensor t = at::empty({static_cast<int64_t>(values.size())}, at::kDouble);
     std::copy(values.begin(), values.end(), t.data_ptr<double>());
@@ -51,12 +67,12 @@ at::Tensor samples(ScalarType dtype) {
   std::vector<int64_t> values = {0, 1, -1, 2, -2, 3, 7, -7, 100, -100, 127, -128, 255};
   if (dtype == ScalarType::Bool) values = {0, 1};
   if (dtype == ScalarType::Int || dtype == ScalarType::Long) {
-    values.insert(values.end(), {std::numeric_limits<int32_t>::max(),
-                                 std::numeric_limits<int32_t>::min()});
+    values.insert(values.end(),
+                  {std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()});
   }
   if (dtype == ScalarType::Long) {
-    values.insert(values.end(), {std::numeric_limits<int64_t>::max(),
-                                 std::numeric_limits<int64_t>::min()});
+    values.insert(values.end(),
+                  {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()});
   }
   at::Tensor t = at::empty({static_cast<int64_t>(values.size())}, at::kLong);
   std::copy(values.begin(), values.end(), t.data_ptr<int64_t>());

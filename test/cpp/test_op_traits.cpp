@@ -21,8 +21,8 @@ TEST(OpTraits, MarkEagerWhileOtherThreadsRead) {
   // An op no recording in this test process uses, and ops read alongside it.
   const c10::OperatorHandle marked = opNamed("aten::_test_warn_in_autograd", "");
   const std::vector<c10::OperatorHandle> others = {
-      opNamed("aten::add", "Tensor"), opNamed("aten::mul", "Tensor"),
-      opNamed("aten::nonzero", ""), opNamed("aten::sum", "dim_IntList")};
+      opNamed("aten::add", "Tensor"), opNamed("aten::mul", "Tensor"), opNamed("aten::nonzero", ""),
+      opNamed("aten::sum", "dim_IntList")};
   std::vector<bool> expected;
   for (const c10::OperatorHandle& op : others) expected.push_back(traitsOf(op).eager);
   ASSERT_FALSE(traitsOf(marked).eager);

@@ -146,8 +146,8 @@ TEST(PartitionTest, DiamondIsOneKernelAndItsSharedValueStaysInRegisters) {
 TEST(PartitionTest, ViewsFeedingPointwiseAreIndexMathNotCopies) {
   for (const Program& program : {Program(transposedAdd), Program(reshapedAdd)}) {
     Case c = record(viewInputs(), program);
-    const bool has_view = positionOf(c.graph, "aten::t_copy") >= 0 ||
-                          positionOf(c.graph, "aten::view_copy") >= 0;
+    const bool has_view =
+        positionOf(c.graph, "aten::t_copy") >= 0 || positionOf(c.graph, "aten::view_copy") >= 0;
     EXPECT_TRUE(has_view) << printText(c.graph);
     ASSERT_EQ(c.plan.steps.size(), 1u) << printPlan(c.graph, c.plan);
     ASSERT_EQ(c.plan.kernels.size(), 1u);

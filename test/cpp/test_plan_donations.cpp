@@ -81,10 +81,10 @@ TEST(PlanDonationsTest, OnlyTheInputReadAtTheStoredIndexIsTaken) {
 }
 
 TEST(PlanDonationsTest, InputReadAtTwoIndicesIsNotTaken) {
-  Case c = record({at::randn({5, 5})},
-                  [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
-                    return {in[0] * 2 + in[0].t()};
-                  });
+  Case c =
+      record({at::randn({5, 5})}, [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+        return {in[0] * 2 + in[0].t()};
+      });
   auto kernels = kernelSteps(c.plan);
   ASSERT_EQ(kernels.size(), 1u);
   EXPECT_TRUE(donations(*kernels[0]).empty());

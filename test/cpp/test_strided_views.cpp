@@ -36,10 +36,9 @@ void expectExternOnlyPlanRunsLikeEager(const Case& c) {
 }
 
 TEST(StridedViewTest, TransposedWeightOfAMatmulIsAViewNotACopy) {
-  Case c = record({at::randn({5, 6}), at::randn({4, 6})},
-                  [](const std::vector<at::Tensor>& in) {
-                    return std::vector<at::Tensor>{at::mm(in[0], in[1].t())};
-                  });
+  Case c = record({at::randn({5, 6}), at::randn({4, 6})}, [](const std::vector<at::Tensor>& in) {
+    return std::vector<at::Tensor>{at::mm(in[0], in[1].t())};
+  });
   ASSERT_EQ(views(c.plan).size(), 1u) << printPlan(c.graph, c.plan);
   const StridedView& view = *views(c.plan)[0];
   EXPECT_EQ(view.value.position, static_cast<uint32_t>(positionOf(c.graph, "aten::t_copy")));
@@ -66,10 +65,9 @@ TEST(StridedViewTest, SliceAndExpandOfInputsAreViewsWithOffsetAndZeroStride) {
 }
 
 TEST(StridedViewTest, ComputedMatmulInputIsWrittenOnceInItsOwnLayout) {
-  Case c = record({at::randn({5, 6}), at::randn({4, 6})},
-                  [](const std::vector<at::Tensor>& in) {
-                    return std::vector<at::Tensor>{at::mm(in[0], (in[1] * 2).t())};
-                  });
+  Case c = record({at::randn({5, 6}), at::randn({4, 6})}, [](const std::vector<at::Tensor>& in) {
+    return std::vector<at::Tensor>{at::mm(in[0], (in[1] * 2).t())};
+  });
   ASSERT_EQ(views(c.plan).size(), 1u) << printPlan(c.graph, c.plan);
   ASSERT_EQ(kernelSteps(c.plan).size(), 1u);
   const int64_t scaled = positionOf(c.graph, "aten::mul.Tensor") >= 0
@@ -82,10 +80,9 @@ TEST(StridedViewTest, ComputedMatmulInputIsWrittenOnceInItsOwnLayout) {
 
 TEST(StridedViewTest, SliceOfALargerComputedValueIsComputedAlone) {
   // Writing all of in[1] * 2 to view two of its rows would cost more than writing the rows.
-  Case c = record({at::randn({5, 6}), at::randn({40, 4})},
-                  [](const std::vector<at::Tensor>& in) {
-                    return std::vector<at::Tensor>{at::mm(in[0], (in[1] * 2).narrow(0, 3, 6))};
-                  });
+  Case c = record({at::randn({5, 6}), at::randn({40, 4})}, [](const std::vector<at::Tensor>& in) {
+    return std::vector<at::Tensor>{at::mm(in[0], (in[1] * 2).narrow(0, 3, 6))};
+  });
   EXPECT_TRUE(views(c.plan).empty()) << printPlan(c.graph, c.plan);
   ASSERT_EQ(kernelSteps(c.plan).size(), 1u);
   // The six rows, 24 elements (Note [Coalescing kernel domains]).
@@ -94,11 +91,9 @@ TEST(StridedViewTest, SliceOfALargerComputedValueIsComputedAlone) {
 
 TEST(StridedViewTest, ReshapeThatMergesPermutedDimensionsIsWritten) {
   // permute then reshape reads through division: no strides describe it.
-  Case c = record({at::randn({5, 3}), at::randn({2, 3, 4})},
-                  [](const std::vector<at::Tensor>& in) {
-                    return std::vector<at::Tensor>{
-                        at::mm(in[0], in[1].permute({1, 0, 2}).reshape({3, 8}))};
-                  });
+  Case c = record({at::randn({5, 3}), at::randn({2, 3, 4})}, [](const std::vector<at::Tensor>& in) {
+    return std::vector<at::Tensor>{at::mm(in[0], in[1].permute({1, 0, 2}).reshape({3, 8}))};
+  });
   EXPECT_TRUE(views(c.plan).empty()) << printPlan(c.graph, c.plan);
   EXPECT_EQ(kernelSteps(c.plan).size(), 1u);
 }
@@ -124,10 +119,10 @@ TEST(StridedViewTest, TransposedOutputIsWrittenInItsOwnLayout) {
 }
 
 TEST(StridedViewTest, BatchedMatmulOfPermutedInputRunsLikeEager) {
-  Case c = record({at::randn({3, 5, 6}), at::randn({3, 4, 6})},
-                  [](const std::vector<at::Tensor>& in) {
-                    return std::vector<at::Tensor>{at::bmm(in[0], in[1].transpose(1, 2))};
-                  });
+  Case c =
+      record({at::randn({3, 5, 6}), at::randn({3, 4, 6})}, [](const std::vector<at::Tensor>& in) {
+        return std::vector<at::Tensor>{at::bmm(in[0], in[1].transpose(1, 2))};
+      });
   ASSERT_EQ(views(c.plan).size(), 1u) << printPlan(c.graph, c.plan);
   EXPECT_EQ(views(c.plan)[0]->strides, (std::vector<int64_t>{24, 1, 6}));
   expectExternOnlyPlanRunsLikeEager(c);

@@ -36,9 +36,9 @@ namespace {
 using c10::ScalarType;
 using Builder = testing::KernelBuilder;
 
-const std::vector<std::string> kIntFunctions = {"neg", "abs", "add", "sub", "mul", "maximum",
-                                                "minimum", "bitwise_not", "bitwise_and",
-                                                "bitwise_or", "bitwise_xor", "eq", "lt"};
+const std::vector<std::string> kIntFunctions = {
+    "neg",         "abs",         "add",        "sub",         "mul", "maximum", "minimum",
+    "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "eq",  "lt"};
 const std::vector<std::string> kBoolFunctions = {"logical_not", "logical_and", "logical_or",
                                                  "logical_xor"};
 
@@ -100,8 +100,8 @@ std::vector<Case> corpus() {
     add(fn.name, ScalarType::Float, Layout::kContiguous);
   }
   for (ScalarType half : {ScalarType::Half, ScalarType::BFloat16}) {
-    for (const char* fn : {"add", "mul", "div", "exp", "sin", "cos", "tanh", "sigmoid",
-                                  "floor", "maximum", "sqrt", "log", "erf", "lt"}) {
+    for (const char* fn : {"add", "mul", "div", "exp", "sin", "cos", "tanh", "sigmoid", "floor",
+                           "maximum", "sqrt", "log", "erf", "lt"}) {
       add(fn, half, Layout::kContiguous);
     }
   }
@@ -200,8 +200,8 @@ TEST(VectorizedLoopsTest, EveryKernelFunctionLoopIsVectorized) {
     for (int line : it->second) {
       all = all && (vectorized.count(line) > 0 || vectorized.count(line + 1) > 0);
     }
-    const bool scalar_expected = scalarReason(c.fn) != nullptr &&
-                                 computeType(c.dtype) != ScalarType::Int;
+    const bool scalar_expected =
+        scalarReason(c.fn) != nullptr && computeType(c.dtype) != ScalarType::Int;
     if (scalar_expected) {
       EXPECT_FALSE(all) << c.name << " is vectorized now: clear " << c.fn
                         << "'s cpu_scalar in the kernel function table and take it off "
@@ -214,7 +214,6 @@ TEST(VectorizedLoopsTest, EveryKernelFunctionLoopIsVectorized) {
     ++checked;
   }
   EXPECT_GE(checked, 100);
-
 }
 
 }  // namespace

@@ -23,8 +23,9 @@ namespace {
 // thread (a pool of threads made once per process, and again in a forked child), so the
 // lock-step the kernels rely on is real synchronization here. That lock-step is an invariant of
 // the renderer: every lane of a group reaches every shuffle (Note [CUDA kernel structure]); a
-// kernel that let part of a warp skip one would deadlock here, and be wrong on a GPU. Grids are kept small (kEmulatedMaxBlocks) so the grid-stride
-// loops are exercised. Launches are serialized: the shim's state is global.
+// kernel that let part of a warp skip one would deadlock here, and be wrong on a GPU. Grids are
+// kept small (kEmulatedMaxBlocks) so the grid-stride loops are exercised. Launches are serialized:
+// the shim's state is global.
 constexpr int kEmulatedMaxBlocks = 3;
 constexpr unsigned kEmulatedBlock = 256;
 
@@ -108,14 +109,15 @@ std::string launcher(const Kernel& kernel, const CudaLaunchShape& shape, const s
   std::string call = name + "(";
   size_t arg = 0;
   for (const KBuffer& buffer : kernel.buffers) {
-    std::string type = std::string(buffer.output ? "" : "const ") +
-                       detail::cudaStorageType(buffer.dtype) + "*";
-    call += std::string(arg ? ", " : "") + "(" + type + ")*(void**)args[" + std::to_string(arg) + "]";
+    std::string type =
+        std::string(buffer.output ? "" : "const ") + detail::cudaStorageType(buffer.dtype) + "*";
+    call +=
+        std::string(arg ? ", " : "") + "(" + type + ")*(void**)args[" + std::to_string(arg) + "]";
     ++arg;
   }
   for (const KParam& param : kernel.params) {
-    call += std::string(arg ? ", " : "") + (param.floating ? "*(double*)" : "*(lf_i64*)") + "args[" +
-            std::to_string(arg) + "]";
+    call += std::string(arg ? ", " : "") + (param.floating ? "*(double*)" : "*(lf_i64*)") +
+            "args[" + std::to_string(arg) + "]";
     ++arg;
   }
   if (shape.split > 1) {  // the workspace and the counters of a split reduction
@@ -249,8 +251,8 @@ std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
   return module;
 }
 
-void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& module,
-                           size_t index, const Graph& graph, PlanValues& values) {
+void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& module, size_t index,
+                           const Graph& graph, PlanValues& values) {
   const CudaEmulatedKernel& k = module.kernels.at(index);
   PlanCapture* capture = currentCapture();
   CudaLaunchArgs local;
@@ -259,8 +261,8 @@ void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& m
   prepareCudaLaunch(fused, k.shape, k.vector_function != nullptr, graph, values,
                     c10::Device(c10::DeviceType::CPU), launch);
   if (launch.points == 0) return;
-  LF_INTERNAL_ASSERT(k.shape.block <= static_cast<int>(kEmulatedBlock), "blocks of ",
-                     k.shape.block, " threads");
+  LF_INTERNAL_ASSERT(k.shape.block <= static_cast<int>(kEmulatedBlock), "blocks of ", k.shape.block,
+                     " threads");
   CudaEmulatedFn function = launch.vector ? k.vector_function : k.function;
   const unsigned grid = cudaGridFor(launch, k.shape, kEmulatedMaxBlocks);
   {
@@ -285,11 +287,10 @@ size_t runEmulatedCudaBatch(const ExecutionPlan& plan, size_t batch,
                             const CudaEmulatedModule& module, const Graph& graph,
                             PlanValues& values) {
   const CudaEmulatedBatch& g = module.batches.at(batch);
-  std::vector<CudaBatchLaunch> launches =
-      prepareCudaBatchLaunches(plan, plan.batches.at(batch), g.shape, graph, values,
-                               c10::Device(c10::DeviceType::CPU));
-  LF_INTERNAL_ASSERT(g.shape.block <= static_cast<int>(kEmulatedBlock), "blocks of ",
-                     g.shape.block, " threads");
+  std::vector<CudaBatchLaunch> launches = prepareCudaBatchLaunches(
+      plan, plan.batches.at(batch), g.shape, graph, values, c10::Device(c10::DeviceType::CPU));
+  LF_INTERNAL_ASSERT(g.shape.block <= static_cast<int>(kEmulatedBlock), "blocks of ", g.shape.block,
+                     " threads");
   PlanCapture* capture = currentCapture();
   size_t first = 0;
   for (CudaBatchLaunch& launch : launches) {

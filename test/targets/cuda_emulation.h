@@ -1,9 +1,9 @@
 #pragma once
 
 // Runs rendered CUDA kernels on the CPU: the same source, compiled as host C++ under a shim that
-// runs every CUDA thread of a block on a thread of its own from a pool (Note [CUDA emulation]). Slow, and only
-// for tests: it checks what the CUDA renderer computes (reductions across lanes, the 4-wide
-// variant, index math) against eager PyTorch on a machine without a GPU.
+// runs every CUDA thread of a block on a thread of its own from a pool (Note [CUDA emulation]).
+// Slow, and only for tests: it checks what the CUDA renderer computes (reductions across lanes, the
+// 4-wide variant, index math) against eager PyTorch on a machine without a GPU.
 
 #include "kernels/cpu_compiler.h"
 #include "kernels/cuda_codegen.h"
@@ -43,8 +43,8 @@ std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
     const std::vector<std::vector<const Kernel*>>& batches, std::string& error, bool& disk_hit);
 
 /// Runs kernel `index` of `module` (the compiled `fused`) over the plan's values on the CPU.
-void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& module,
-                           size_t index, const Graph& graph, PlanValues& values);
+void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& module, size_t index,
+                           const Graph& graph, PlanValues& values);
 
 /// Runs kernel batch `batch` of `plan` (the compiled module.batches[batch]) on the CPU; returns
 /// the number of launches.
