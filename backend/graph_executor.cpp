@@ -198,11 +198,7 @@ void syncLiveTensors() {
   syncData(live);
 }
 
-void waitDevice() {
-  c10::Device device = hardwareDevice();
-  if (device.is_cpu()) return;
-  c10::impl::getDeviceGuardImpl(device.type())->synchronizeDevice(device.index());
-}
+void waitDevice() { chooseTarget().synchronize(hardwareDevice()); }
 
 at::Tensor materialize(const at::Tensor& tensor) {
   LazyTensorImpl* impl = lazyImpl(tensor);

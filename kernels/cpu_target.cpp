@@ -1,4 +1,5 @@
 // The CPU target: C++ source compiled by the system compiler (Note [Targets]).
+#include "kernels/buffer_pool.h"
 #include "kernels/cpu_row_groups.h"
 #include "kernels/target.h"
 
@@ -7,13 +8,16 @@ namespace {
 
 class CpuKernels final : public CompiledKernels {
  public:
-  explicit CpuKernels(std::shared_ptr<const CpuModule> module) : module_(std::move(module)) {}
+  CpuKernels(const Target& target, std::shared_ptr<const CpuModule> module)
+      : target_(target), module_(std::move(module)) {}
+  const Target& target() const override { return target_; }
   void launch(const ExecutionPlan& plan, size_t index, const Graph& graph,
               PlanValues& values) const override {
     runCpuKernel(plan, index, module_->functions, graph, values);
   }
 
  private:
+  const Target& target_;
   std::shared_ptr<const CpuModule> module_;
 };
 
@@ -34,8 +38,12 @@ class CpuTarget final : public Target {
     CompileOutcome outcome;
     outcome.disk_hit = result.disk_hit;
     outcome.error = result.error;
-    if (result.module) outcome.kernels = std::make_shared<CpuKernels>(result.module);
+    if (result.module) outcome.kernels = std::make_shared<CpuKernels>(*this, result.module);
     return outcome;
+  }
+  at::Tensor allocate(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
+                      c10::Device) const override {
+    return pooledEmptyStrided(sizes, strides, dtype);  // Note [Buffer pool]
   }
 };
 

@@ -15,7 +15,9 @@ namespace {
 
 class CudaKernels final : public CompiledKernels {
  public:
-  explicit CudaKernels(std::shared_ptr<const CudaModule> module) : module_(std::move(module)) {}
+  CudaKernels(const Target& target, std::shared_ptr<const CudaModule> module)
+      : target_(target), module_(std::move(module)) {}
+  const Target& target() const override { return target_; }
   void launch(const ExecutionPlan& plan, size_t index, const Graph& graph,
               PlanValues& values) const override {
     runCudaKernel(plan.kernels[index], *module_, index, graph, values);
@@ -30,6 +32,7 @@ class CudaKernels final : public CompiledKernels {
   }
 
  private:
+  const Target& target_;
   std::shared_ptr<const CudaModule> module_;
 };
 
@@ -85,12 +88,15 @@ class CudaTarget final : public Target {
         return outcome;
       }
       outcome.kernels =
-          std::make_shared<CudaKernels>(loadCudaModule(*result.binary, source, device));
+          std::make_shared<CudaKernels>(*this, loadCudaModule(*result.binary, source, device));
     } catch (const c10::Error& e) {
       outcome.error =
           std::string("cannot load the compiled kernels: ") + e.what_without_backtrace();
     }
     return outcome;
+  }
+  void synchronize(c10::Device device) const override {
+    c10::impl::getDeviceGuardImpl(device.type())->synchronizeDevice(device.index());
   }
   std::unique_ptr<ReplayGraph> beginReplay(PlanCapture&, c10::Device device) const override {
     // The stream the run is on now: CudaGraph::begin makes a stream of torch's pool current.

@@ -1,6 +1,7 @@
 #include "kernels/fused_runner.h"
 
 #include "kernels/buffer_pool.h"
+#include "kernels/target.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/config.h"
 
@@ -108,9 +109,8 @@ at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& gr
     }
   }
   // See Note [Buffer pool].
-  if (device.is_cpu()) return pooledEmptyStrided(meta.sizes, meta.strides, meta.dtype);
-  return at::empty_strided(meta.sizes, meta.strides,
-                           at::TensorOptions().dtype(meta.dtype).device(device));
+  LF_INTERNAL_ASSERT(values.target != nullptr, "a kernel output allocated outside a plan run");
+  return values.target->allocate(meta.sizes, meta.strides, meta.dtype, device);
 }
 
 void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph,

@@ -12,6 +12,8 @@
 
 namespace lazyfuse {
 
+class Target;
+
 /// What a plan run may donate (Note [Donated buffers]), and what it did.
 struct DonationState {
   /// Per node position: for device data, whether nothing outside the graph and its sync targets
@@ -29,6 +31,7 @@ struct PlanValues {
   std::vector<std::vector<at::Tensor>> nodes;
   std::vector<at::Tensor> temps;
   DonationState* donation = nullptr;  // null: nothing is donated
+  const Target* target = nullptr;     // allocates kernel outputs (Note [Targets])
 };
 
 /// The slot of `b`'s value (or temporary) in `values`.

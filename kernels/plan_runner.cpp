@@ -287,6 +287,8 @@ class LaunchedKernels final : public CompiledKernels {
  public:
   LaunchedKernels(const KernelLauncher& launch, const BatchLauncher& launch_batch)
       : launch_(launch), launch_batch_(launch_batch) {}
+  /// The functions callers bring are CPU functions.
+  const Target& target() const override { return *findTarget("cpu"); }
   void launch(const ExecutionPlan&, size_t index, const Graph& graph,
               PlanValues& values) const override {
     launch_(index, graph, values);
@@ -324,6 +326,7 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
   values.nodes.resize(graph.nodes().size());
   values.temps.resize(plan.num_temps);
   values.donation = donation;
+  values.target = kernels != nullptr ? &kernels->target() : nullptr;
   for (uint32_t position : graph.dataPositions()) {
     const bool replaced = data && data->at(position).defined();
     values.nodes[position] = {replaced ? data->at(position) : graph.nodes()[position]->data()};

@@ -4,6 +4,8 @@
 #include "kernels/cuda_graph.h"
 #include "lazy_ir/check.h"
 
+#include <ATen/ops/empty_strided.h>
+
 #include <cstring>
 #include <mutex>
 
@@ -36,6 +38,13 @@ Registry& registry() {
 bool CompiledKernels::launchBatch(const ExecutionPlan&, size_t, const Graph&, PlanValues&) const {
   return false;
 }
+
+at::Tensor Target::allocate(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
+                            c10::Device device) const {
+  return at::empty_strided(sizes, strides, at::TensorOptions().dtype(dtype).device(device));
+}
+
+void Target::synchronize(c10::Device) const {}
 
 std::unique_ptr<PlanCapture> Target::newCapture() const {
   return std::make_unique<PlanCapture>(/*records_steps=*/false);

@@ -12,14 +12,16 @@
 // Nothing here knows the backend, and nothing outside a target's own files knows which target
 // it is.
 //
-// To add a target: implement Target (capabilities, available, compile, and beginReplay when it
-// has graph replay) and CompiledKernels (launch, and launchBatch when it has batch kernels),
-// register it with LF_REGISTER_TARGET in its file, and name it in chooseTarget
+// To add a target: implement Target (capabilities, available, compile, allocate and
+// synchronize where torch's allocator and a no-op do not fit, and newCapture and beginReplay
+// when it has graph replay) and CompiledKernels (launch, and launchBatch when it has batch
+// kernels), register it with LF_REGISTER_TARGET in its file, and name it in chooseTarget
 // (backend/plan_compiler.cpp). docs/design.md section 4c walks through it.
 
 #include "kernels/fused_runner.h"
 #include "lowering/execution_plan.h"
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
@@ -34,6 +36,7 @@ namespace lazyfuse {
 
 struct CapturedLaunch;
 class PlanCapture;
+class Target;
 
 /// What a target can do; the plan compiler lowers and the runner schedules by these.
 struct TargetCapabilities {
@@ -54,6 +57,8 @@ struct TargetCapabilities {
 class CompiledKernels {
  public:
   virtual ~CompiledKernels() = default;
+  /// The target they were compiled for; it allocates their outputs.
+  virtual const Target& target() const = 0;
   /// Runs fused kernel `index` of `plan` over the plan's values.
   virtual void launch(const ExecutionPlan& plan, size_t index, const Graph& graph,
                       PlanValues& values) const = 0;
@@ -103,6 +108,12 @@ class Target {
   /// rendered source.
   virtual CompileOutcome compile(const ExecutionPlan& plan, c10::Device device,
                                  const SourceDump& dump) const = 0;
+  /// Memory for a kernel output of `sizes` and `strides` on `device` (torch's allocator for the
+  /// device; the CPU targets take it from the buffer pool, Note [Buffer pool]).
+  virtual at::Tensor allocate(c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              c10::ScalarType dtype, c10::Device device) const;
+  /// Waits until the work queued on `device` is done (lazyfuse.wait()); the CPU has no queue.
+  virtual void synchronize(c10::Device device) const;
   /// The capture a replayable run reports its launches to (Note [CUDA graph replay]).
   virtual std::unique_ptr<PlanCapture> newCapture() const;
   /// Starts capturing the current thread's work on `device` for replay, into `capture` (made by

@@ -60,6 +60,16 @@ TEST(Targets, CapabilitiesSayHowPlansAreLowered) {
   EXPECT_GT(cuda.shared_memory_bytes, 0u);
 }
 
+TEST(Targets, CpuTargetAllocatesLaidOutAsAsked) {
+  const Target& cpu = *findTarget("cpu");
+  at::Tensor t = cpu.allocate({3, 4}, {1, 3}, at::kHalf, c10::Device(c10::DeviceType::CPU));
+  EXPECT_EQ(t.device(), c10::Device(c10::DeviceType::CPU));
+  EXPECT_EQ(t.sizes(), at::IntArrayRef({3, 4}));
+  EXPECT_EQ(t.strides(), at::IntArrayRef({1, 3}));
+  EXPECT_EQ(t.scalar_type(), at::kHalf);
+  cpu.synchronize(c10::Device(c10::DeviceType::CPU));  // nothing queued on the CPU
+}
+
 TEST(Targets, UnavailableTargetSaysWhy) {
   for (const std::string& name : targetNames()) {
     std::string why;
@@ -84,6 +94,7 @@ TEST(Targets, CpuTargetCompilesAndRunsAPlan) {
   ASSERT_TRUE(outcome.kernels) << outcome.error;
   EXPECT_EQ(ext, ".cpp");
   EXPECT_EQ(dumped, renderCppProgram(c.plan).source);
+  EXPECT_EQ(&outcome.kernels->target(), &cpu);
   std::vector<at::Tensor> got = runPlan(c.plan, c.graph, outcome.kernels.get());
   ASSERT_EQ(got.size(), c.expected.size());
   for (size_t i = 0; i < got.size(); ++i) {

@@ -13,8 +13,9 @@ namespace {
 
 class EmulatedKernels final : public CompiledKernels {
  public:
-  explicit EmulatedKernels(std::shared_ptr<const CudaEmulatedModule> module)
-      : module_(std::move(module)) {}
+  EmulatedKernels(const Target& target, std::shared_ptr<const CudaEmulatedModule> module)
+      : target_(target), module_(std::move(module)) {}
+  const Target& target() const override { return target_; }
   void launch(const ExecutionPlan& plan, size_t index, const Graph& graph,
               PlanValues& values) const override {
     runEmulatedCudaKernel(plan.kernels[index], *module_, index, graph, values);
@@ -29,6 +30,7 @@ class EmulatedKernels final : public CompiledKernels {
   }
 
  private:
+  const Target& target_;
   std::shared_ptr<const CudaEmulatedModule> module_;
 };
 
@@ -67,8 +69,13 @@ class CudaEmulationTarget final : public Target {
     CompileOutcome outcome;
     auto module =
         compileCudaEmulation(inputs.kernels, inputs.batches, outcome.error, outcome.disk_hit);
-    if (module) outcome.kernels = std::make_shared<EmulatedKernels>(std::move(module));
+    if (module) outcome.kernels = std::make_shared<EmulatedKernels>(*this, std::move(module));
     return outcome;
+  }
+  /// Its memory is the CPU's, from the same pool.
+  at::Tensor allocate(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
+                      c10::Device device) const override {
+    return findTarget("cpu")->allocate(sizes, strides, dtype, device);
   }
   std::unique_ptr<PlanCapture> newCapture() const override {
     return std::make_unique<PlanCapture>(/*records_steps=*/true);
