@@ -198,7 +198,11 @@ void syncLiveTensors() {
   syncData(live);
 }
 
-void waitDevice() { chooseTarget().synchronize(hardwareDevice()); }
+void waitDevice() {
+  // The hardware device's target: CUDA emulation has nothing queued either.
+  const c10::Device device = hardwareDevice();
+  findTarget(device.is_cuda() ? "cuda" : "cpu")->synchronize(device);
+}
 
 at::Tensor materialize(const at::Tensor& tensor) {
   LazyTensorImpl* impl = lazyImpl(tensor);

@@ -57,8 +57,10 @@ bool targetAvailable(const Target& target) {
   return it->second;
 }
 
+/// LAZYFUSE_FUSION, or off where the target cannot compile (asked only when fusion is on).
 config::Fusion fusionMode(const Target& target) {
-  return targetAvailable(target) ? config::fusion() : config::Fusion::kOff;
+  const config::Fusion mode = config::fusion();
+  return mode == config::Fusion::kOff || !targetAvailable(target) ? config::Fusion::kOff : mode;
 }
 
 /// Elements the plan's kernels visit, reductions counted in full.

@@ -278,7 +278,7 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
     if (!launch->function || !refreshLaunchParams(plan.plan, graph, *launch)) continue;
     changed = true;
     if (!run.graph->updateLaunch(*launch)) {
-      disable("the target cannot give captured kernels new parameters");
+      disable("the CUDA driver cannot give captured kernels new parameters");
       return attempt;
     }
   }
@@ -294,7 +294,10 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
   }
   try {
     run.graph->replay();
-  } catch (const c10::Error& e) {  // the launch failed: nothing ran
+  } catch (const c10::Error& e) {
+    // A graph launch that fails runs nothing; a replay of recorded steps may have run some of
+    // them (and written into donated inputs), so its error is the sync's.
+    if (run.graph->ranWhileCapturing()) throw;
     disable(e.what_without_backtrace());
     if (verify) attempt.outputs = std::move(reference);
     return attempt;

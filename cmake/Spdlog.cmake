@@ -13,4 +13,6 @@ target_include_directories(lazyfuse_logging SYSTEM PRIVATE
   ${LAZYFUSE_SPDLOG_INCLUDE_DIR} ${LAZYFUSE_FMT_INCLUDE_DIR})
 target_include_directories(lazyfuse_logging PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}>)
 target_compile_definitions(lazyfuse_logging PRIVATE SPDLOG_FMT_EXTERNAL FMT_HEADER_ONLY)
-target_link_libraries(lazyfuse_logging PUBLIC Threads::Threads)
+# logging.cpp reads its level from lazy_ir/config.cpp; LINK_ONLY keeps torch's include folders
+# (and their fmt) away from it (Note [Logging]).
+target_link_libraries(lazyfuse_logging PUBLIC Threads::Threads $<LINK_ONLY:lazyfuse_ir>)

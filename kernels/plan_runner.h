@@ -41,7 +41,8 @@ using KernelLauncher = std::function<void(size_t index, const Graph& graph, Plan
 using BatchLauncher = std::function<void(size_t index, const Graph& graph, PlanValues& values)>;
 
 /// runPlan with the fused kernel steps run by `launch` and the batches by `launch_batch` (or
-/// member by member when it is empty): for callers that bring their own functions.
+/// member by member when it is empty): for callers that bring their own CPU functions (kernel
+/// outputs are allocated by the CPU target).
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const KernelLauncher& launch,
                                 const BatchLauncher& launch_batch = {},

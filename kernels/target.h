@@ -5,8 +5,8 @@
 // through the system compiler, kernels/cpu_target.cpp) and a CUDA GPU (CUDA C++ through NVRTC,
 // kernels/cuda_target.cpp). The tests add a third, CUDA emulation, which runs the CUDA rendering
 // on the CPU (test/targets/). Each is an object behind this interface, found by name in one
-// registry: the plan compiler (backend/plan_compiler.cpp) picks one per process, lowers the graph
-// once for it (its capabilities say how: which ops it leaves to ATen, whether kernels are
+// registry: the plan compiler (backend/plan_compiler.cpp) picks one for each new graph, lowers the
+// graph once for it (its capabilities say how: which ops it leaves to ATen, whether kernels are
 // batched), and asks it to compile; the plan runner (kernels/plan_runner.cpp) runs the compiled
 // kernels through it; CUDA graph replay (backend/plan_replay.cpp) asks it for a replay graph.
 // Nothing here knows the backend, and nothing outside a target's own files knows which target
@@ -15,7 +15,8 @@
 // To add a target: implement Target (capabilities, available, compile, allocate and
 // synchronize where torch's allocator and a no-op do not fit, and newCapture and beginReplay
 // when it has graph replay) and CompiledKernels (launch, and launchBatch when it has batch
-// kernels), register it with LF_REGISTER_TARGET in its file, and name it in chooseTarget
+// kernels), register it (a built-in target in registry() of kernels/target.cpp; one in a library
+// linked in whole with LF_REGISTER_TARGET in its file), and name it in chooseTarget
 // (backend/plan_compiler.cpp). docs/design.md section 4c walks through it.
 
 #include "kernels/fused_runner.h"

@@ -5,7 +5,8 @@
 // else: one accessor per setting, which parses and checks its value, and one table (`settings`)
 // that names each variable, its values, its default, when it is read and what it does. The
 // README's configuration table lists the same rows; test_config.py compares the two, and
-// `lazyfuse.config()` shows the values in effect.
+// `lazyfuse.config()` shows the current value of each (a setting read once keeps the value it
+// had then).
 //
 // When a setting is read matters, and is part of its contract:
 //   kOnce       the first time it is needed; later changes have no effect in this process
@@ -73,7 +74,7 @@ size_t bufferPoolLimitBytes();
 std::string cacheDirectory();
 /// The C++ compilers to try, in order: $LAZYFUSE_CXX, $CXX (when set), c++, g++. Once.
 std::vector<std::string> compilerCandidates();
-/// PATH, or /usr/local/bin:/usr/bin:/bin when unset. Each use.
+/// PATH, or /usr/local/bin:/usr/bin:/bin when unset. Read when the compiler is first looked up.
 std::string searchPath();
 /// $LAZYFUSE_NVRTC, or "". Once.
 std::string nvrtcLibrary();

@@ -119,8 +119,8 @@ _PACKAGE_SETTINGS = [
 
 def config():
     """Every environment variable lazyfuse reads, as the README's configuration table lists
-    them: a dict from the variable's name to a dict with its current `value` (None when unset
-    or empty), the `values` it accepts, its `default`, when it is `read` ("once", "each graph",
+    them: a dict from the variable's name to a dict with its current `value` in the environment
+    (None when unset or empty; a setting read "once" keeps the value it had when first read), the `values` it accepts, its `default`, when it is `read` ("once", "each graph",
     "each run", "each use") and its `effect`. See Note [Configuration]."""
     names, values, defaults, read_at, effects, current = torch.ops.lazyfuse.config()
     rows = list(zip(names, values, defaults, read_at, effects, current))

@@ -75,7 +75,8 @@ class CudaEmulationTarget final : public Target {
   /// Its memory is the CPU's, from the same pool.
   at::Tensor allocate(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
                       c10::Device device) const override {
-    return findTarget("cpu")->allocate(sizes, strides, dtype, device);
+    static const Target* const cpu = findTarget("cpu");
+    return cpu->allocate(sizes, strides, dtype, device);
   }
   std::unique_ptr<PlanCapture> newCapture() const override {
     return std::make_unique<PlanCapture>(/*records_steps=*/true);
