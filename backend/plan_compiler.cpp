@@ -106,8 +106,23 @@ std::string compileKernels(const Graph& graph, CompiledPlan& compiled) {
   }
   CompileOutcome outcome = compiled.target->compile(compiled.plan, hardwareDevice(), dump);
   if (!outcome.kernels) return outcome.error;
-  (outcome.disk_hit ? metrics::kernel_disk_hits : metrics::kernels_compiled)
-      .add(static_cast<int64_t>(compiled.plan.kernels.size()));
+  if (outcome.counted) {
+    metrics::kernels_compiled.add(outcome.compiled);
+    metrics::kernel_disk_hits.add(outcome.disk);
+    metrics::kernels_reused.add(outcome.reused);
+    metrics::dynamic_kernel_hits.add(outcome.dynamic);
+    metrics::kernels_generalized.add(outcome.generalized);
+    if (config::logRecompiles()) {
+      for (const std::string& why : outcome.recompiles) {
+        // Logged whatever LAZYFUSE_LOG_LEVEL says: the switch asks for these lines.
+        logMessage(LogLevel::kWarn, detail::concat("recompile in graph 0x", std::hex, graph.hash(),
+                                                   std::dec, ": ", why));
+      }
+    }
+  } else {
+    (outcome.disk_hit ? metrics::kernel_disk_hits : metrics::kernels_compiled)
+        .add(static_cast<int64_t>(compiled.plan.kernels.size()));
+  }
   compiled.kernels = std::move(outcome.kernels);
   // The NVRTC check proves, on a machine without a GPU, that what it fused compiles for one.
   if (!hardwareDevice().is_cuda()) checkCudaCompiles(graph, compiled.plan);

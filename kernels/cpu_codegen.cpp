@@ -362,20 +362,24 @@ std::string renderCpp(const std::vector<const Kernel*>& kernels) {
   return renderCppFunctions(functions);
 }
 
+std::string renderCppHeader() {
+  return "// codegen version " + std::to_string(kCpuCodegenVersion) + "\n" + detail::cpuPrelude();
+}
+
+std::string renderCppFunction(const CpuFunction& function) {
+  LF_INTERNAL_ASSERT(function.kernel, "renderCpp of a null kernel");
+  if (function.epilogue) return detail::CpuRenderer::renderRowGroup(function);
+  LF_INTERNAL_ASSERT(function.name == function.kernel->name, "kernel ", function.kernel->name,
+                     " renamed ", function.name);
+  return detail::CpuRenderer(*function.kernel).render();
+}
+
 std::string renderCppFunctions(const std::vector<CpuFunction>& functions) {
-  std::string out = "// codegen version " + std::to_string(kCpuCodegenVersion) + "\n";
-  out += detail::cpuPrelude();
+  std::string out = renderCppHeader();
   std::set<std::string> names;
   for (const CpuFunction& function : functions) {
-    LF_INTERNAL_ASSERT(function.kernel, "renderCpp of a null kernel");
     LF_INTERNAL_ASSERT(names.insert(function.name).second, "two functions named ", function.name);
-    if (!function.epilogue) {
-      LF_INTERNAL_ASSERT(function.name == function.kernel->name, "kernel ", function.kernel->name,
-                         " renamed ", function.name);
-      out += "\n" + detail::CpuRenderer(*function.kernel).render();
-      continue;
-    }
-    out += "\n" + detail::CpuRenderer::renderRowGroup(function);
+    out += "\n" + renderCppFunction(function);
   }
   return out;
 }

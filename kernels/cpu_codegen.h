@@ -44,5 +44,9 @@ struct CpuFunction {
 /// The source of `functions`, with the same signature as above; the same functions always render
 /// byte-identical text.
 std::string renderCppFunctions(const std::vector<CpuFunction>& functions);
+/// What renderCppFunctions writes before the functions: a version line and the prelude.
+std::string renderCppHeader();
+/// The text of one function, as renderCppFunctions writes it after the header.
+std::string renderCppFunction(const CpuFunction& function);
 
 }  // namespace lazyfuse

@@ -289,15 +289,17 @@ CpuCompileResult compileCppProgram(const CpuProgram& program) {
 }
 
 void runCpuKernel(const ExecutionPlan& plan, size_t index,
-                  const std::vector<CpuKernelFn>& functions, const Graph& graph,
-                  PlanValues& values) {
+                  const std::vector<CpuKernelFn>& functions, const Graph& graph, PlanValues& values,
+                  const std::vector<std::vector<int64_t>>* arguments) {
   CpuKernelFn fn = functions.at(index);
   if (!fn) return;  // its row group ran it with the kernel before it
+  const c10::ArrayRef<int64_t> args =
+      arguments ? c10::ArrayRef<int64_t>(arguments->at(index)) : c10::ArrayRef<int64_t>();
   if (index + 1 < functions.size() && !functions[index + 1]) {
-    runFusedRowGroup(plan.kernels[index], plan.kernels[index + 1], fn, graph, values);
+    runFusedRowGroup(plan.kernels[index], plan.kernels[index + 1], fn, graph, values, args);
     return;
   }
-  runFusedKernel(plan.kernels[index], fn, graph, values);
+  runFusedKernel(plan.kernels[index], fn, graph, values, args);
 }
 
 }  // namespace lazyfuse

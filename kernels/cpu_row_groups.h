@@ -31,8 +31,10 @@ CpuCompileResult compileCppProgram(const CpuProgram& program);
 
 /// Runs plan kernel `index` with `functions` (as compileCppProgram resolves them): alone, with
 /// the kernel after it when they are a row group, or not at all when its group ran it.
+/// `arguments`, when given, has one entry per plan kernel: the constants its function takes as
+/// arguments (Note [Shape-generic kernels]).
 void runCpuKernel(const ExecutionPlan& plan, size_t index,
-                  const std::vector<CpuKernelFn>& functions, const Graph& graph,
-                  PlanValues& values);
+                  const std::vector<CpuKernelFn>& functions, const Graph& graph, PlanValues& values,
+                  const std::vector<std::vector<int64_t>>* arguments = nullptr);
 
 }  // namespace lazyfuse

@@ -1,5 +1,6 @@
 // The CPU target: C++ source compiled by the system compiler (Note [Targets]).
 #include "kernels/buffer_pool.h"
+#include "kernels/cpu_kernel_families.h"
 #include "kernels/cpu_row_groups.h"
 #include "kernels/target.h"
 
@@ -8,17 +9,17 @@ namespace {
 
 class CpuKernels final : public CompiledKernels {
  public:
-  CpuKernels(const Target& target, std::shared_ptr<const CpuModule> module)
-      : target_(target), module_(std::move(module)) {}
+  CpuKernels(const Target& target, CpuPlanFunctions functions)
+      : target_(target), functions_(std::move(functions)) {}
   const Target& target() const override { return target_; }
   void launch(const ExecutionPlan& plan, size_t index, const Graph& graph,
               PlanValues& values) const override {
-    runCpuKernel(plan, index, module_->functions, graph, values);
+    runCpuKernel(plan, index, functions_.functions, graph, values, &functions_.arguments);
   }
 
  private:
   const Target& target_;
-  std::shared_ptr<const CpuModule> module_;
+  CpuPlanFunctions functions_;
 };
 
 class CpuTarget final : public Target {
@@ -32,13 +33,22 @@ class CpuTarget final : public Target {
   }
   CompileOutcome compile(const ExecutionPlan& plan, c10::Device,
                          const SourceDump& dump) const override {
-    const CpuProgram program = renderCppProgram(plan);
-    if (dump) dump(".cpp", program.source);
-    CpuCompileResult result = compileCppProgram(program);
+    // The dump shows the plan's kernels with their constants; what is compiled may take some
+    // of them as arguments (Note [Shape-generic kernels]).
+    if (dump) dump(".cpp", renderCppProgram(plan).source);
+    CpuPlanFunctions functions = compileCpuFunctions(cpuFunctions(plan));
     CompileOutcome outcome;
-    outcome.disk_hit = result.disk_hit;
-    outcome.error = result.error;
-    if (result.module) outcome.kernels = std::make_shared<CpuKernels>(*this, result.module);
+    outcome.error = functions.error;
+    if (!outcome.error.empty()) return outcome;
+    outcome.counted = true;
+    outcome.compiled = functions.compiled;
+    outcome.disk = functions.disk;
+    outcome.reused = functions.reused;
+    outcome.dynamic = functions.dynamic;
+    outcome.generalized = functions.generalized;
+    outcome.recompiles = functions.recompiles;
+    outcome.disk_hit = functions.compiled == 0;
+    outcome.kernels = std::make_shared<CpuKernels>(*this, std::move(functions));
     return outcome;
   }
   at::Tensor allocate(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,

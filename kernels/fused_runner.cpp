@@ -114,11 +114,12 @@ at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& gr
 }
 
 void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph,
-                    PlanValues& values) {
+                    PlanValues& values, c10::ArrayRef<int64_t> arguments) {
   std::vector<void*> pointers;
   std::vector<int64_t> iparams;
   std::vector<double> fparams;
   gatherArguments(fused, graph, values, /*donate=*/true, pointers, iparams, fparams);
+  iparams.insert(iparams.end(), arguments.begin(), arguments.end());
   int64_t points = domainNumel(fused.kernel);
   // Runs on torch's threads only because this file is built with -fopenmp: see Note [Threads
   // of the CPU kernels] in kernels/CMakeLists.txt.
@@ -128,7 +129,7 @@ void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph
 }
 
 void runFusedRowGroup(const FusedKernel& stats, const FusedKernel& epilogue, CpuKernelFn fn,
-                      const Graph& graph, PlanValues& values) {
+                      const Graph& graph, PlanValues& values, c10::ArrayRef<int64_t> arguments) {
   std::vector<void*> pointers;
   std::vector<int64_t> iparams;
   std::vector<double> fparams;
@@ -136,6 +137,7 @@ void runFusedRowGroup(const FusedKernel& stats, const FusedKernel& epilogue, Cpu
   // than the one the epilogue writes: its outputs take no donated memory.
   gatherArguments(stats, graph, values, /*donate=*/false, pointers, iparams, fparams);
   gatherArguments(epilogue, graph, values, /*donate=*/false, pointers, iparams, fparams);
+  iparams.insert(iparams.end(), arguments.begin(), arguments.end());
   const int64_t rows = domainNumel(stats.kernel);
   const int64_t row = epilogue.kernel.domain.back();
   const int64_t grain = std::max<int64_t>(1, std::min(stats.grain, epilogue.grain / row));

@@ -48,12 +48,15 @@ at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& gr
 bool mayDonate(const FusedKernel& fused, const Donation& d, const Graph& graph, PlanValues& values,
                c10::Device device);
 
+/// Runs `fn` over `fused`'s domain, split across torch's threads; `arguments` (the constants a
+/// generic function takes: Note [Shape-generic kernels]) follow the kernel's own parameters.
 void runFusedKernel(const FusedKernel& fused, CpuKernelFn fn, const Graph& graph,
-                    PlanValues& values);
+                    PlanValues& values, c10::ArrayRef<int64_t> arguments = {});
 
 /// Runs a row group's function `fn` (Note [CPU row groups]): the buffers and then the parameters
 /// of `stats` and of `epilogue`, one after the other, the rows split across torch's threads.
 void runFusedRowGroup(const FusedKernel& stats, const FusedKernel& epilogue, CpuKernelFn fn,
-                      const Graph& graph, PlanValues& values);
+                      const Graph& graph, PlanValues& values,
+                      c10::ArrayRef<int64_t> arguments = {});
 
 }  // namespace lazyfuse

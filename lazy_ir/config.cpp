@@ -51,6 +51,11 @@ const std::vector<Setting>& settings() {
       {"LAZYFUSE_DUMP_DIR", "a folder (made if missing)", "the current folder", ReadAt::kEachUse,
        "where dumps go: lazyfuse-graph-<hash>.txt, lazyfuse-plan-<hash>.txt, "
        "lazyfuse-kernels-<hash>.cpp or .cu"},
+      {"LAZYFUSE_DYNAMIC", "auto, static, dynamic", "auto", ReadAt::kEachGraph,
+       "which integer constants of compiled kernels become run-time arguments (auto: those that "
+       "changed when a kernel came back with other sizes; static: none; dynamic: all but 0 and 1)"},
+      {"LAZYFUSE_LOG_RECOMPILES", "anything but empty, 0, off", "off", ReadAt::kEachGraph,
+       "log each kernel compiled for a kernel already compiled with other constants, and why"},
       {"LAZYFUSE_DONATE", "0 or off", "on", ReadAt::kOnce,
        "let fused kernels write their outputs into the memory of inputs nothing else holds"},
       {"LAZYFUSE_CUDA_GRAPHS", "0 or off", "on", ReadAt::kEachRun,
@@ -145,6 +150,16 @@ bool dumpRequested(const char* what) {
 }
 
 std::string dumpDirectory() { return env("LAZYFUSE_DUMP_DIR"); }
+
+DynamicShapes dynamicShapes() {
+  const std::string text = env("LAZYFUSE_DYNAMIC");
+  if (text.empty() || text == "auto") return DynamicShapes::kAuto;
+  if (text == "static") return DynamicShapes::kStatic;
+  LF_CHECK(text == "dynamic", "LAZYFUSE_DYNAMIC must be auto, static or dynamic, got '", text, "'");
+  return DynamicShapes::kDynamic;
+}
+
+bool logRecompiles() { return switchedOn("LAZYFUSE_LOG_RECOMPILES"); }
 
 bool donation() {
   static const bool enabled = notSwitchedOff("LAZYFUSE_DONATE");

@@ -62,6 +62,13 @@ bool cudaEmulation();
 bool dumpRequested(const char* what);
 /// LAZYFUSE_DUMP_DIR: the dump folder; "" when unset (the current folder). Each use.
 std::string dumpDirectory();
+enum class DynamicShapes { kAuto, kStatic, kDynamic };
+/// LAZYFUSE_DYNAMIC: auto (default), static or dynamic; anything else raises. Each graph. See
+/// Note [Shape-generic kernels] in kernels/kernel_constants.h.
+DynamicShapes dynamicShapes();
+/// LAZYFUSE_LOG_RECOMPILES: anything but unset, "", 0 or off logs every recompile of a kernel
+/// family with its reason. Each graph.
+bool logRecompiles();
 /// LAZYFUSE_DONATE: 0 or off turns donation off (Note [Donated buffers]). Once.
 bool donation();
 /// LAZYFUSE_CUDA_GRAPHS: 0 or off turns CUDA graph replay off. Each run.

@@ -81,10 +81,16 @@ extern Counter& eager_fallbacks;    // EagerFallback: all aten::<op> together
 extern Counter& kernels_compiled;   // KernelsCompiled: fused kernels built by the compiler
 extern Counter& kernels_launched;   // KernelsLaunched: fused kernel steps run
 extern Counter& kernel_disk_hits;   // KernelDiskCacheHits: fused kernels loaded from the disk cache
-extern Counter& unfused_nodes;      // UnfusedNodes: ATen nodes a fused plan runs as extern steps
-extern Counter& fusion_fallbacks;   // FusionFallback: graphs run per node after a failed compile
-extern Counter& cuda_kernels_checked;    // CudaKernelsChecked: CPU kernels also compiled by NVRTC
-extern Counter& cuda_check_failures;     // CudaCheckFailures: graphs whose CUDA rendering failed
+// KernelsReused: fused kernels of a new graph run by functions compiled before; DynamicKernelHits:
+// those of them run with other constants as arguments; KernelsGeneralized: generic kernels
+// compiled for a family seen with other constants (Note [Shape-generic kernels]).
+extern Counter& kernels_reused;
+extern Counter& dynamic_kernel_hits;
+extern Counter& kernels_generalized;
+extern Counter& unfused_nodes;         // UnfusedNodes: ATen nodes a fused plan runs as extern steps
+extern Counter& fusion_fallbacks;      // FusionFallback: graphs run per node after a failed compile
+extern Counter& cuda_kernels_checked;  // CudaKernelsChecked: CPU kernels also compiled by NVRTC
+extern Counter& cuda_check_failures;   // CudaCheckFailures: graphs whose CUDA rendering failed
 extern Counter& cuda_emulated_launches;  // CudaEmulatedLaunches: CUDA kernels run emulated
 extern Counter& cuda_launches;           // CudaLaunches: fused kernel launches on a GPU
 extern Counter& recurring_graphs_fused;  // RecurringGraphsFused: small graphs fused once they recur

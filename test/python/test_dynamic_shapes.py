@@ -1,0 +1,226 @@
+"""Shape-generic kernels (Note [Shape-generic kernels]): programs whose sizes, widths or view
+offsets change match eager at every size, and after a kernel family has been seen with two sizes,
+later sizes compile nothing (counters, not times)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lazyfuse
+from helpers import LAZY, REFERENCE
+
+# The CPU target counts kernel by kernel; a GPU's or the emulated CUDA target's kernels are not
+# shared across sizes yet.
+pytestmark = pytest.mark.skipif(
+    REFERENCE.type != "cpu" or os.environ.get("LAZYFUSE_CUDA_EMULATION", "0") not in ("", "0"),
+    reason="shape-generic kernels are built by the CPU target")
+
+SIZES = [0, 1, 2, 3, 7, 8, 13, 97, 128, 257, 1000]
+
+
+@pytest.fixture(autouse=True)
+def always_fuse(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_FUSION", "always")
+
+
+def built():
+    """Fused kernels compiled or loaded from the disk cache since the last reset."""
+    m = lazyfuse.metrics()
+    return m["KernelsCompiled"] + m["KernelDiskCacheHits"]
+
+
+def run_lazy(fn, *inputs):
+    out = fn(*[x.to(LAZY) for x in inputs])
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    lazyfuse.sync(*outs)
+    return [o.cpu() for o in outs]
+
+
+def check(fn, *inputs, **tol):
+    expected = fn(*inputs)
+    expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+    got = run_lazy(fn, *inputs)
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e, **tol)
+
+
+CHAINS = {
+    "pointwise_broadcast": lambda x, w: ((x * 1.125 + w).sigmoid() * x - 0.5).relu(),
+    "softmax": lambda x, w: (x * w).softmax(-1),
+    "layer_norm": lambda x, w: F.layer_norm(x.tanh(), (x.shape[-1],), w),
+    "row_sum": lambda x, w: (x * w).exp().sum(-1),
+    "column_sum": lambda x, w: (x + w).square().sum(0),
+}
+
+
+@pytest.mark.parametrize("name", list(CHAINS))
+def test_every_size_matches_eager(name):
+    fn = CHAINS[name]
+    g = torch.Generator().manual_seed(0)
+    for rows in (SIZES[::3] + [33]):
+        for width in SIZES:
+            x = torch.randn(rows, width, generator=g)
+            w = torch.randn(width, generator=g)
+            check(fn, x, w, atol=1e-5, rtol=1e-5)
+            # A non-contiguous input: the transpose of a [width, rows] tensor.
+            xt = torch.randn(width, rows, generator=g).t()
+            check(fn, xt, w, atol=1e-5, rtol=1e-5)
+
+
+def test_backward_over_widths_matches_eager():
+    g = torch.Generator().manual_seed(1)
+    for width in (5, 64, 97, 300):
+        x = torch.randn(16, width, generator=g)
+        w = torch.randn(width, generator=g)
+
+        def step(x, w):
+            x, w = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+            out = F.layer_norm(x, (width,), w).softmax(-1)
+            return torch.autograd.grad((out * out).sum(), (x, w))
+
+        check(step, x, w, atol=1e-5, rtol=1e-4)
+
+
+def sweep_builds(fn, shapes, make):
+    """Kernels built at each shape of `shapes`, checking each result against eager."""
+    counts = []
+    for shape in shapes:
+        inputs = make(shape)
+        lazyfuse.reset_metrics()
+        check(fn, *inputs, atol=1e-5, rtol=1e-5)
+        counts.append(built())
+    return counts
+
+
+def test_new_widths_compile_nothing_after_the_second():
+    # Constants of their own, so no other test has made these families.
+    fn = lambda x, w: ((x * 1.0625 - w).softmax(-1) * 0.375).exp()  # noqa: E731
+    g = torch.Generator().manual_seed(2)
+    widths = [300, 420, 7, 13, 97, 1000, 2049, 5, 64]
+    counts = sweep_builds(fn, widths,
+                          lambda n: (torch.randn(24, n, generator=g), torch.randn(n, generator=g)))
+    assert counts[0] > 0 and counts[1] > 0, counts
+    assert counts[2:] == [0] * (len(widths) - 2), counts
+    lazyfuse.reset_metrics()
+    check(fn, torch.randn(24, 333, generator=g), torch.randn(333, generator=g))
+    m = lazyfuse.metrics()
+    assert built() == 0 and m["DynamicKernelHits"] > 0 and m["KernelsReused"] > 0, m
+
+
+def test_new_row_counts_reuse_kernels():
+    fn = lambda x, w: (x * 1.3125 + w).tanh() * w  # noqa: E731
+    g = torch.Generator().manual_seed(3)
+    rows = [40, 41, 2, 1000, 77]
+    counts = sweep_builds(fn, rows,
+                          lambda n: (torch.randn(n, 48, generator=g), torch.randn(48, generator=g)))
+    assert counts[0] > 0 and counts[1:] == [0] * (len(rows) - 1), counts
+
+
+def test_static_policy_compiles_every_size(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_DYNAMIC", "static")
+    fn = lambda x: (x * 1.4375).cos().sum(-1)  # noqa: E731
+    g = torch.Generator().manual_seed(4)
+    counts = sweep_builds(fn, [50, 60, 70, 80], lambda n: (torch.randn(8, n, generator=g),))
+    assert all(c > 0 for c in counts), counts
+    assert lazyfuse.metrics()["DynamicKernelHits"] == 0
+
+
+def test_dynamic_policy_is_generic_from_the_first_size(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_DYNAMIC", "dynamic")
+    fn = lambda x: (x * 1.5625).sin().amax(-1)  # noqa: E731
+    g = torch.Generator().manual_seed(5)
+    counts = sweep_builds(fn, [50, 60, 70, 80], lambda n: (torch.randn(8, n, generator=g),))
+    assert counts[0] > 0 and counts[1:] == [0, 0, 0], counts
+
+
+def test_invalid_policy_raises(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_DYNAMIC", "sometimes")
+    x = torch.randn(8, 9).to(LAZY)
+    with pytest.raises(RuntimeError, match="LAZYFUSE_DYNAMIC must be auto, static or dynamic"):
+        lazyfuse.sync((x * 1.6875).exp())
+
+
+def test_cache_write_at_python_int_positions_compiles_once():
+    g = torch.Generator().manual_seed(6)
+    steps = 10
+    cache = torch.zeros(3, steps, 16)
+    lazy_cache = cache.to(LAZY)
+    counts = []
+    for t in range(steps):
+        k = torch.randn(3, 16, generator=g)
+        lazyfuse.reset_metrics()
+        cache[:, t] = k * 1.8125 + 1
+        lazy_cache[:, t] = k.to(LAZY) * 1.8125 + 1
+        scores = (lazy_cache * 2).sum(-1)
+        lazyfuse.sync(scores, lazy_cache)
+        counts.append(built())
+        torch.testing.assert_close(lazy_cache.cpu(), cache)
+        torch.testing.assert_close(scores.cpu(), (cache * 2).sum(-1))
+    assert counts[0] > 0 and counts[2:] == [0] * (steps - 2), counts
+
+    narrow_counts = []
+    for t in range(steps):
+        k = torch.randn(3, 1, 16, generator=g)
+        lazyfuse.reset_metrics()
+        cache.narrow(1, t, 1).copy_(k.exp())
+        lazy_cache.narrow(1, t, 1).copy_(k.to(LAZY).exp())
+        lazyfuse.sync(lazy_cache)
+        narrow_counts.append(built())
+        torch.testing.assert_close(lazy_cache.cpu(), cache)
+    # Offset 0 renders no offset at all (0 and 1 are specialized, as PyTorch's symbolic shapes
+    # do): position 1 starts the family, position 2 makes it generic.
+    assert narrow_counts[3:] == [0] * (steps - 3), narrow_counts
+
+
+def test_training_over_sequence_lengths_matches_eager_and_stops_compiling():
+    torch.manual_seed(7)
+    eager = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+    lazy = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+    lazy.load_state_dict(eager.state_dict())
+    lazy.to(LAZY)
+    counts = []
+    for t in (10, 12, 17, 31, 5, 64):
+        x = torch.randn(4, t, 32)
+        for model, inp in ((eager, x), (lazy, x.to(LAZY))):
+            model.zero_grad()
+            F.layer_norm(model(inp), (32,)).square().mean().backward()
+        lazyfuse.reset_metrics()
+        lazyfuse.sync(*[p.grad for p in lazy.parameters()])
+        counts.append(built())
+        for pe, pl in zip(eager.parameters(), lazy.parameters()):
+            torch.testing.assert_close(pl.grad.cpu(), pe.grad, atol=1e-5, rtol=1e-4)
+    assert counts[0] > 0 and counts[2:] == [0] * 4, counts
+
+
+def test_data_dependent_sizes_reuse_kernels():
+    g = torch.Generator().manual_seed(8)
+    counts = []
+    for _ in range(6):
+        x = torch.randn(500, generator=g)
+        lazyfuse.reset_metrics()
+        check(lambda v: (v[v > 0.25] * 1.9375).exp() + v.nonzero().sum(), x)
+        counts.append(built())
+    assert counts[2:] == [0] * 4, counts
+
+
+def test_recompile_log_names_the_changed_constants(tmp_path):
+    program = (
+        "import torch, lazyfuse\n"
+        "for n in (100, 140, 180):\n"
+        "    x = torch.randn(8, n).to('lazy')\n"
+        "    lazyfuse.sync((x * 2.0625).softmax(-1))\n"
+        "m = lazyfuse.metrics()\n"
+        "print(m['KernelsGeneralized'], m['DynamicKernelHits'])\n")
+    env = dict(os.environ, LAZYFUSE_FUSION="always", LAZYFUSE_LOG_RECOMPILES="1",
+               LAZYFUSE_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                          text=True, check=True)
+    generalized, hits = (int(v) for v in proc.stdout.split())
+    assert generalized > 0 and hits > 0, proc.stdout
+    assert "recompile in graph 0x" in proc.stderr, proc.stderr
+    assert "100 -> 140" in proc.stderr, proc.stderr
+    assert 1 <= proc.stderr.count("recompile in graph") <= generalized, proc.stderr
