@@ -70,6 +70,18 @@ int64_t tensorId(const at::Tensor& tensor) {
   return lazyImplOrRaise(tensor, "tensor_id: expected a lazy tensor").data().id();
 }
 
+/// lazyfuse.mark_dynamic: the graphs that read the tensor's current value compile generic
+/// kernels from their first compile (Note [Shape-generic kernels]).
+void markDynamic(const at::Tensor& tensor, int64_t dim) {
+  LazyTensorImpl& impl = lazyImplOrRaise(tensor, "mark_dynamic: expected a lazy tensor");
+  const int64_t rank = tensor.dim();
+  TORCH_CHECK_INDEX(dim >= -std::max<int64_t>(rank, 1) && dim < std::max<int64_t>(rank, 1),
+                    "Dimension out of range (expected to be in range of [",
+                    -std::max<int64_t>(rank, 1), ", ", std::max<int64_t>(rank, 1) - 1,
+                    "], but got ", dim, ")");
+  impl.data().asInput().node->markDynamic();
+}
+
 /// See Note [Plan steps in the profiler].
 std::tuple<std::vector<std::string>, std::vector<int64_t>> lastPlanProfileOp() {
   PlanProfile profile = lastPlanProfile();
@@ -115,6 +127,7 @@ TORCH_LIBRARY(lazyfuse, m) {
   m.def("check_backend() -> ()", &checkBackend);
   m.def("clear_graph_cache() -> ()", &clearGraphCache);
   m.def("tensor_id(Tensor tensor) -> int", &tensorId);
+  m.def("mark_dynamic(Tensor tensor, int dim) -> ()", &markDynamic);
   m.def("empty_cache() -> ()", &releaseCachedBuffers);
   m.def("buffer_pool_stats() -> int[]", &bufferPoolStatsOp);
   m.def("last_plan_profile() -> (str[], int[])", &lastPlanProfileOp);

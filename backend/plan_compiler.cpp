@@ -4,6 +4,7 @@
 #include "backend/logging.h"
 #include "kernels/cuda_codegen.h"
 #include "kernels/cuda_compiler.h"
+#include "kernels/cuda_kernel_families.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/config.h"
 #include "lazy_ir/metrics.h"
@@ -84,8 +85,19 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
   const ExecutionPlan batched =
       lowerGraph(graph, /*fuse=*/true, /*batch=*/true, KernelTarget::kCuda);
   const CudaPlanKernels inputs = cudaPlanKernels(batched);
-  CudaCompileResult result = compileCuda(renderCuda(inputs.kernels, inputs.batches).source, arch);
+  // With the CUDA target's choice of shape-generic functions (Note [Shape-generic kernels]),
+  // made by families of the check's own: the generic functions compile for the GPU too.
+  static KernelFamilies* const families = new KernelFamilies();
+  const CudaSource rendered = renderCuda(inputs.kernels, inputs.batches);
+  const config::DynamicShapes mode = config::dynamicShapes();
+  CudaFamilySource source = cudaFamilySource(rendered, mode, *families);
+  CudaCompileResult result = compileCuda(source.source.source, arch);
+  if (!result.binary && cudaFamiliesFailed(source, *families)) {
+    source = cudaFamilySource(rendered, mode, *families);
+    result = compileCuda(source.source.source, arch);
+  }
   if (result.binary) {
+    cudaFamiliesCompiled(source, *families);
     metrics::cuda_kernels_checked.add(static_cast<int64_t>(plan.kernels.size()));
     return;
   }
@@ -159,7 +171,25 @@ ExecutionPlan lowerForTarget(const Graph& graph, const Target& target, bool recu
   return plan;
 }
 
+namespace {
+
+/// True when the graph reads a value marked by lazyfuse.mark_dynamic.
+bool markedDynamic(const Graph& graph) {
+  for (const NodePtr& node : graph.nodes()) {
+    if (node->markedDynamic()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::shared_ptr<const CompiledPlan> compilePlan(const Graph& graph, bool recurring) {
+  // A graph reading a tensor marked dynamic compiles generic kernels from the first, unless
+  // LAZYFUSE_DYNAMIC forces a policy (Note [Shape-generic kernels]).
+  std::optional<config::ScopedDynamicShapes> marked;
+  if (config::dynamicShapes() == config::DynamicShapes::kAuto && markedDynamic(graph)) {
+    marked.emplace(config::DynamicShapes::kDynamic);
+  }
   const Target& target = chooseTarget();
   auto compiled = std::make_shared<CompiledPlan>();
   compiled->target = &target;

@@ -153,14 +153,22 @@ def worker(name, side, quick, rounds):
             lazyfuse.sync(*[o for o in outs if o is not None])
             lazyfuse.wait()
 
+    def built():
+        m = lazyfuse.metrics()
+        return m["KernelsCompiled"] + m["KernelDiskCacheHits"]
+
     lazyfuse.reset_metrics()
     compiled_first = None
+    first_runs = {}  # shape -> seconds of its first run, when it built no kernel
     start = time.perf_counter()
     for i, shape in enumerate(shapes):
+        before = built()
+        t = time.perf_counter()
         run(shape)
+        if built() == before:
+            first_runs[str(shape)] = time.perf_counter() - t
         if i == 0 and side == "lazy":
-            m = lazyfuse.metrics()
-            compiled_first = m["KernelsCompiled"] + m["KernelDiskCacheHits"]
+            compiled_first = built()
     cold = time.perf_counter() - start
     m = lazyfuse.metrics()
     warm = {}
@@ -177,6 +185,7 @@ def worker(name, side, quick, rounds):
         "kernels_compiled": m["KernelsCompiled"] + m["KernelDiskCacheHits"] if side == "lazy"
         else None,
         "kernels_first_shape": compiled_first,
+        "first_runs_s": first_runs if side == "lazy" else None,
         "generalized": m["KernelsGeneralized"] if side == "lazy" else None,
         "dynamic_hits": m["DynamicKernelHits"] if side == "lazy" else None,
     }))
@@ -278,6 +287,10 @@ def main():
         ratios = [r["eager"]["warm_s"][s] / r["lazy"]["warm_s"][s] for s in shapes]
         r["warm_ratio_vs_eager"] = dict(zip(shapes, ratios))
         r["min_ratio_vs_fixed"] = min(ratios) / ratios[0]
+        # A new size whose kernels were all compiled before, against a run of a size seen.
+        firsts = r["lazy"]["first_runs_s"]
+        new_vs_same = [firsts[s] / r["lazy"]["warm_s"][s] for s in firsts]
+        r["new_size_hit_vs_same"] = statistics.median(new_vs_same) if new_vs_same else None
         for side in sides:
             x = r[side]
             kern = "" if x["kernels_compiled"] is None else str(x["kernels_compiled"])
@@ -288,7 +301,9 @@ def main():
               + (f", lazy/compile {cold['compile'] / cold['lazy']:.2f}" if "compile" in cold
                  else "")
               + f"; warm per shape lazy/eager min {min(ratios):.2f} max {max(ratios):.2f}, "
-              f"worst/first-shape {r['min_ratio_vs_fixed']:.2f}")
+              f"worst/first-shape {r['min_ratio_vs_fixed']:.2f}"
+              + (f"; new-size hit / same-size hit {r['new_size_hit_vs_same']:.2f}"
+                 if r["new_size_hit_vs_same"] else ""))
     if not args.only:
         k = spawn(["--kernel-worker"] + flags, {"LAZYFUSE_FUSION": "always"})
         results["generic_vs_specialized"] = {

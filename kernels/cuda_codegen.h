@@ -42,6 +42,9 @@ struct CudaLaunchShape {
   int split = 1;
   int64_t split_blocks = 0;
   int64_t workspace = 0;
+  /// The constants a shape-generic function takes as `lf_i64` arguments after all the others,
+  /// for the function `name` and for `vector_name` (Note [Shape-generic kernels]).
+  std::vector<int64_t> arguments, vector_arguments;
 };
 
 /// How to launch the kernel of a kernel batch (Note [CUDA kernel batches]). Its one parameter is

@@ -197,6 +197,8 @@ void prepareCudaLaunch(const FusedKernel& fused, const CudaLaunchShape& shape, b
     launch.args.push_back(&launch.split_pointers[0]);
     launch.args.push_back(&launch.split_pointers[1]);
   }
+  launch.constants = launch.vector ? shape.vector_arguments : shape.arguments;
+  for (int64_t& constant : launch.constants) launch.args.push_back(&constant);
 }
 
 unsigned cudaGridFor(const CudaLaunchArgs& launch, const CudaLaunchShape& shape, int max_blocks) {

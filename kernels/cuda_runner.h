@@ -82,6 +82,7 @@ struct CudaLaunchArgs {
   int64_t points = 0;              // points of the variant launched (points / 4 for the 4-wide one)
   at::Tensor workspace, counters;  // a split reduction's (see CudaLaunchShape::split)
   void* split_pointers[2] = {nullptr, nullptr};
+  std::vector<int64_t> constants;  // a shape-generic function's (CudaLaunchShape::arguments)
 };
 
 /// Allocates the outputs of `fused` on `device` (torch's allocator) and gathers the arguments

@@ -4,6 +4,7 @@
 #include "kernels/cuda_codegen.h"
 #include "kernels/cuda_compiler.h"
 #include "kernels/cuda_graph.h"
+#include "kernels/cuda_kernel_families.h"
 #include "kernels/cuda_runner.h"
 #include "kernels/target.h"
 #include "lazy_ir/metrics.h"
@@ -77,18 +78,28 @@ class CudaTarget final : public Target {
     const size_t table_bytes =
         driver && driver->version >= 12010 ? kCudaBatchTableBytes : kCudaBatchTableBytesBefore12_1;
     const CudaPlanKernels inputs = cudaPlanKernels(plan);
-    CudaSource source = renderCuda(inputs.kernels, inputs.batches, table_bytes);
-    if (dump) dump(".cu", source.source);
+    const CudaSource rendered = renderCuda(inputs.kernels, inputs.batches, table_bytes);
+    if (dump) dump(".cu", rendered.source);
     CompileOutcome outcome;
     try {
-      CudaCompileResult result = compileCuda(source.source, cudaArch(device));
+      // Each kernel runs the function of its family that fits it (Note [Shape-generic
+      // kernels]): a plan of new sizes renders a source compiled before.
+      const config::DynamicShapes mode = config::dynamicShapes();
+      CudaFamilySource source = cudaFamilySource(rendered, mode);
+      CudaCompileResult result = compileCuda(source.source.source, cudaArch(device));
+      if (!result.binary && cudaFamiliesFailed(source)) {
+        source = cudaFamilySource(rendered, mode);
+        result = compileCuda(source.source.source, cudaArch(device));
+      }
       outcome.disk_hit = result.disk_hit;
       if (!result.binary) {
         outcome.error = result.error;
         return outcome;
       }
-      outcome.kernels =
-          std::make_shared<CudaKernels>(*this, loadCudaModule(*result.binary, source, device));
+      outcome.kernels = std::make_shared<CudaKernels>(
+          *this, loadCudaModule(*result.binary, source.source, device));
+      cudaFamiliesCompiled(source);
+      countFamilies(source, plan, result.disk_hit, outcome);
     } catch (const c10::Error& e) {
       outcome.error =
           std::string("cannot load the compiled kernels: ") + e.what_without_backtrace();

@@ -92,7 +92,8 @@ size_t skipVerbatim(const std::string& text, size_t i) {
 
 }  // namespace
 
-KernelText splitConstants(const std::string& text, const std::string& name) {
+KernelText splitConstants(const std::string& text, const std::string& name,
+                          bool constant_brackets) {
   KernelText out;
   out.shape.reserve(text.size());
   bool line_start = true;
@@ -143,7 +144,16 @@ KernelText splitConstants(const std::string& text, const std::string& name) {
       const std::string token = text.substr(i, end - i);
       int64_t value = 0;
       std::string suffix;
-      if (integerLiteral(token, value, suffix)) {
+      // A template argument (lf_group_reduce<lf_max, 32>) must be a constant: it stays.
+      const bool template_argument =
+          (i > 0 && text[i - 1] == '<') || (end < text.size() && text[end] == '>');
+      const bool bracketed =
+          constant_brackets && i > 0 && end < text.size() &&
+          ((text[i - 1] == '[' && text[end] == ']') ||
+           (text[i - 1] == '(' && i >= 18 && text.compare(i - 18, 17, "__launch_bounds__") == 0));
+      if (template_argument || bracketed) {
+        out.shape += token;
+      } else if (integerLiteral(token, value, suffix)) {
         out.shape += kConstantMark;
         out.shape += suffix;
         out.constants.push_back(value);

@@ -151,7 +151,18 @@ bool dumpRequested(const char* what) {
 
 std::string dumpDirectory() { return env("LAZYFUSE_DUMP_DIR"); }
 
+namespace {
+thread_local int dynamic_override = -1;  // a DynamicShapes, or -1: the environment decides
+}  // namespace
+
+ScopedDynamicShapes::ScopedDynamicShapes(DynamicShapes mode) : previous_(dynamic_override) {
+  dynamic_override = static_cast<int>(mode);
+}
+
+ScopedDynamicShapes::~ScopedDynamicShapes() { dynamic_override = previous_; }
+
 DynamicShapes dynamicShapes() {
+  if (dynamic_override >= 0) return static_cast<DynamicShapes>(dynamic_override);
   const std::string text = env("LAZYFUSE_DYNAMIC");
   if (text.empty() || text == "auto") return DynamicShapes::kAuto;
   if (text == "static") return DynamicShapes::kStatic;

@@ -66,6 +66,18 @@ enum class DynamicShapes { kAuto, kStatic, kDynamic };
 /// LAZYFUSE_DYNAMIC: auto (default), static or dynamic; anything else raises. Each graph. See
 /// Note [Shape-generic kernels] in kernels/kernel_constants.h.
 DynamicShapes dynamicShapes();
+/// Makes dynamicShapes() return `mode` on this thread while it lives (a graph that reads a tensor
+/// marked with lazyfuse.mark_dynamic compiles under kDynamic).
+class ScopedDynamicShapes {
+ public:
+  explicit ScopedDynamicShapes(DynamicShapes mode);
+  ~ScopedDynamicShapes();
+  ScopedDynamicShapes(const ScopedDynamicShapes&) = delete;
+  ScopedDynamicShapes& operator=(const ScopedDynamicShapes&) = delete;
+
+ private:
+  int previous_;
+};
 /// LAZYFUSE_LOG_RECOMPILES: anything but unset, "", 0 or off logs every recompile of a kernel
 /// family with its reason. Each graph.
 bool logRecompiles();

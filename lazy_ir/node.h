@@ -13,6 +13,7 @@
 #include <ATen/core/ivalue.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -117,6 +118,10 @@ class Node final : public c10::intrusive_ptr_target {
   const AtenCallAttrs& aten() const;
   const std::vector<c10::IValue>& params() const { return params_; }
   const at::Tensor& data() const { return data_; }
+  /// Marks the graphs that hold this node to compile generic kernels from their first compile
+  /// (lazyfuse.mark_dynamic: Note [Shape-generic kernels]); not part of any hash.
+  void markDynamic() const { dynamic_.store(true, std::memory_order_relaxed); }
+  bool markedDynamic() const { return dynamic_.load(std::memory_order_relaxed); }
   /// Hash of this node alone: op, constants and output metadata; not inputs, params or data.
   HashValue localHash() const;
   std::string opName() const;
@@ -143,6 +148,7 @@ class Node final : public c10::intrusive_ptr_target {
   // graphs read in its place (Graph::setComputed). Guarded by the same lock.
   std::vector<NodePtr> computed_;
   std::string failed_;  // why this node has no value (Graph::setFailed); guarded by that lock
+  mutable std::atomic<bool> dynamic_{false};
   friend class Graph;
 };
 

@@ -37,6 +37,7 @@ __all__ = [
     "last_plan_profile",
     "library_path",
     "manual_seed",
+    "mark_dynamic",
     "mark_step",
     "metrics",
     "metrics_report",
@@ -52,6 +53,16 @@ def mark_step():
     The same as `torch._lazy.mark_step()`."""
     torch.ops.lazyfuse.mark_step()
     torch._lazy.run_step_closures()
+
+
+def mark_dynamic(tensor, dim):
+    """Marks dimension `dim` of the lazy tensor `tensor` as one whose size varies: the graphs that
+    read its current value compile shape-generic kernels from their first compile, so the next
+    sizes compile nothing (as `torch._dynamo.mark_dynamic` does for torch.compile). Without it a
+    kernel becomes generic the second time its graph comes back with other sizes. Every
+    constant of those kernels but 0 and 1 becomes a run-time argument, as with
+    LAZYFUSE_DYNAMIC=dynamic (which, like LAZYFUSE_DYNAMIC=static, overrides the mark)."""
+    torch.ops.lazyfuse.mark_dynamic(tensor, dim)
 
 
 def add_step_closure(closure, args=(), run_async=False):

@@ -44,6 +44,22 @@ TEST(KernelConstantsTest, IdentifiersFloatsHexCommentsStringsAndPragmasStayInThe
   EXPECT_EQ(joinAll(k, "f"), text);
 }
 
+TEST(KernelConstantsTest, TemplateArgumentsStayInTheShape) {
+  const KernelText k =
+      splitConstants("a = lf_group_reduce<lf_max, 32>(a) + lf_arg<8>(b) < 9;", "f");
+  EXPECT_EQ(k.constants, (std::vector<int64_t>{9}));
+  EXPECT_NE(k.shape.find("32>"), std::string::npos);
+  EXPECT_NE(k.shape.find("<8>"), std::string::npos);
+}
+
+TEST(KernelConstantsTest, CudaKeepsBracketedLiteralsAndLaunchBounds) {
+  const std::string text =
+      "void __launch_bounds__(256) f() { __shared__ float s3[8]; x = w0.v[2] + b[(v0 * 300)]; }";
+  EXPECT_EQ(splitConstants(text, "f", /*constant_brackets=*/true).constants,
+            (std::vector<int64_t>{300}));
+  EXPECT_EQ(splitConstants(text, "f").constants, (std::vector<int64_t>{256, 8, 2, 300}));
+}
+
 TEST(KernelConstantsTest, TextsThatDifferOnlyInConstantsShareAShape) {
   const KernelText a = splitConstants("void k1() { x[v0 * 256 + v1] = y / 256.0; }", "k1");
   const KernelText b = splitConstants("void k9() { x[v0 * 384 + v1] = y / 384.0; }", "k9");

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 #include <thread>
 
@@ -105,7 +106,8 @@ template <class F> static void lf_emu_launch(lf_emu_runner runner, unsigned grid
 
 /// `extern "C" void lf_emu_<name>(unsigned grid, void** args)` calling kernel `name` with the
 /// launch arguments unpacked as cuLaunchKernel would.
-std::string launcher(const Kernel& kernel, const CudaLaunchShape& shape, const std::string& name) {
+std::string launcher(const Kernel& kernel, const CudaLaunchShape& shape, const std::string& name,
+                     size_t num_arguments) {
   std::string call = name + "(";
   size_t arg = 0;
   for (const KBuffer& buffer : kernel.buffers) {
@@ -123,6 +125,10 @@ std::string launcher(const Kernel& kernel, const CudaLaunchShape& shape, const s
   if (shape.split > 1) {  // the workspace and the counters of a split reduction
     call += std::string(arg ? ", " : "") + "*(unsigned char**)args[" + std::to_string(arg) +
             "], *(unsigned int**)args[" + std::to_string(arg + 1) + "]";
+    arg += 2;
+  }
+  for (size_t k = 0; k < num_arguments; ++k, ++arg) {  // a shape-generic function's constants
+    call += std::string(arg ? ", " : "") + "*(lf_i64*)args[" + std::to_string(arg) + "]";
   }
   return "extern \"C\" void lf_emu_" + name +
          "(lf_emu_runner runner, unsigned grid, void** args) {\n  lf_emu_launch(runner, grid, " +
@@ -193,26 +199,29 @@ class BlockThreads {
 }  // namespace
 
 std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
-    const std::vector<const Kernel*>& kernels,
-    const std::vector<std::vector<const Kernel*>>& batches, std::string& error, bool& disk_hit) {
-  CudaSource rendered = renderCuda(kernels, batches);
+    const std::vector<const Kernel*>& kernels, const CudaSource& rendered, std::string& error,
+    bool& disk_hit) {
   std::string source = std::string(kShim) + rendered.source + "\n";
   std::vector<std::string> names;
+  // Kernels that run one function share its launcher.
+  auto add = [&](const std::string& text, const std::string& name) {
+    const std::string entry = "lf_emu_" + name;
+    if (std::find(names.begin(), names.end(), entry) != names.end()) return;
+    source += text;
+    names.push_back(entry);
+  };
   for (size_t i = 0; i < kernels.size(); ++i) {
     const CudaLaunchShape& shape = rendered.kernels[i];
     if (!kernels[i]) continue;
-    source += launcher(*kernels[i], shape, shape.name);
-    names.push_back("lf_emu_" + shape.name);
+    add(launcher(*kernels[i], shape, shape.name, shape.arguments.size()), shape.name);
     if (shape.vector_name.empty()) continue;
-    source += launcher(*kernels[i], shape, shape.vector_name);
-    names.push_back("lf_emu_" + shape.vector_name);
+    add(launcher(*kernels[i], shape, shape.vector_name, shape.vector_arguments.size()),
+        shape.vector_name);
   }
   for (const CudaBatchShape& shape : rendered.batches) {
-    source += batchLauncher(shape.name, shape.name, shape.block);
-    names.push_back("lf_emu_" + shape.name);
+    add(batchLauncher(shape.name, shape.name, shape.block), shape.name);
     if (shape.vector_name.empty()) continue;
-    source += batchLauncher(shape.vector_name, shape.name, shape.block);
-    names.push_back("lf_emu_" + shape.vector_name);
+    add(batchLauncher(shape.vector_name, shape.name, shape.block), shape.vector_name);
   }
   CpuCompileResult compiled = compileCpp(source, names);
   disk_hit = compiled.disk_hit;
@@ -222,14 +231,15 @@ std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
   }
   auto module = std::make_shared<CudaEmulatedModule>();
   module->module = compiled.module;
-  size_t next = 0;
-  auto take = [&](const std::string& name) {
+  auto take = [&](const std::string& name) -> CudaEmulatedFn {
+    if (name.empty()) return nullptr;
+    const size_t at = static_cast<size_t>(std::find(names.begin(), names.end(), "lf_emu_" + name) -
+                                          names.begin());
     // The compiled function has the emulated kernel's signature, not CpuKernelFn's; the cast
     // goes through void(*)() as function pointer casts between unrelated types must.
     using Untyped = void (*)();
-    return name.empty() ? nullptr
-                        : reinterpret_cast<CudaEmulatedFn>(
-                              reinterpret_cast<Untyped>(compiled.module->functions.at(next++)));
+    return reinterpret_cast<CudaEmulatedFn>(
+        reinterpret_cast<Untyped>(compiled.module->functions.at(at)));
   };
   for (size_t i = 0; i < kernels.size(); ++i) {
     const CudaLaunchShape& shape = rendered.kernels[i];

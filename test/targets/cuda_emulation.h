@@ -36,11 +36,12 @@ struct CudaEmulatedModule {
   std::vector<CudaEmulatedBatch> batches;   // in the order of the batches rendered
 };
 
-/// The emulated module of `kernels` and `batches` (rendered as renderCuda does), or null with
-/// `error` set; `disk_hit` says whether it came from the disk cache.
+/// The emulated module of `rendered`, the CUDA source of `kernels` (renderCuda's, its functions
+/// possibly chosen by their families), or null with `error` set; `disk_hit` says whether it came
+/// from the disk cache.
 std::shared_ptr<const CudaEmulatedModule> compileCudaEmulation(
-    const std::vector<const Kernel*>& kernels,
-    const std::vector<std::vector<const Kernel*>>& batches, std::string& error, bool& disk_hit);
+    const std::vector<const Kernel*>& kernels, const CudaSource& rendered, std::string& error,
+    bool& disk_hit);
 
 /// Runs kernel `index` of `module` (the compiled `fused`) over the plan's values on the CPU.
 void runEmulatedCudaKernel(const FusedKernel& fused, const CudaEmulatedModule& module, size_t index,

@@ -5,6 +5,7 @@
 #include "test/targets/cuda_emulation.h"
 
 #include "kernels/cuda_graph.h"
+#include "kernels/cuda_kernel_families.h"
 #include "kernels/target.h"
 #include "lazy_ir/metrics.h"
 
@@ -65,11 +66,23 @@ class CudaEmulationTarget final : public Target {
   CompileOutcome compile(const ExecutionPlan& plan, c10::Device,
                          const SourceDump& dump) const override {
     const CudaPlanKernels inputs = cudaPlanKernels(plan);
-    if (dump) dump(".cu", renderCuda(inputs.kernels, inputs.batches).source);
+    const CudaSource rendered = renderCuda(inputs.kernels, inputs.batches);
+    if (dump) dump(".cu", rendered.source);
     CompileOutcome outcome;
+    // As the CUDA target: Note [Shape-generic kernels].
+    const config::DynamicShapes mode = config::dynamicShapes();
+    CudaFamilySource source = cudaFamilySource(rendered, mode);
     auto module =
-        compileCudaEmulation(inputs.kernels, inputs.batches, outcome.error, outcome.disk_hit);
-    if (module) outcome.kernels = std::make_shared<EmulatedKernels>(*this, std::move(module));
+        compileCudaEmulation(inputs.kernels, source.source, outcome.error, outcome.disk_hit);
+    if (!module && cudaFamiliesFailed(source)) {
+      source = cudaFamilySource(rendered, mode);
+      outcome.error.clear();
+      module = compileCudaEmulation(inputs.kernels, source.source, outcome.error, outcome.disk_hit);
+    }
+    if (!module) return outcome;
+    cudaFamiliesCompiled(source);
+    countFamilies(source, plan, outcome.disk_hit, outcome);
+    outcome.kernels = std::make_shared<EmulatedKernels>(*this, std::move(module));
     return outcome;
   }
   /// Its memory is the CPU's, from the same pool.
