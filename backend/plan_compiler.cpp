@@ -88,16 +88,15 @@ void checkCudaCompiles(const Graph& graph, const ExecutionPlan& plan) {
   // With the CUDA target's choice of shape-generic functions (Note [Shape-generic kernels]),
   // made by families of the check's own: the generic functions compile for the GPU too.
   static KernelFamilies* const families = new KernelFamilies();
-  const CudaSource rendered = renderCuda(inputs.kernels, inputs.batches);
-  const config::DynamicShapes mode = config::dynamicShapes();
-  CudaFamilySource source = cudaFamilySource(rendered, mode, *families);
-  CudaCompileResult result = compileCuda(source.source.source, arch);
-  if (!result.binary && cudaFamiliesFailed(source, *families)) {
-    source = cudaFamilySource(rendered, mode, *families);
-    result = compileCuda(source.source.source, arch);
-  }
+  CudaCompileResult result;
+  compileWithFamilies(
+      renderCuda(inputs.kernels, inputs.batches),
+      [&](const CudaFamilySource& chosen) {
+        result = compileCuda(chosen.source.source, arch);
+        return result.binary != nullptr;
+      },
+      *families);
   if (result.binary) {
-    cudaFamiliesCompiled(source, *families);
     metrics::cuda_kernels_checked.add(static_cast<int64_t>(plan.kernels.size()));
     return;
   }
@@ -118,22 +117,17 @@ std::string compileKernels(const Graph& graph, CompiledPlan& compiled) {
   }
   CompileOutcome outcome = compiled.target->compile(compiled.plan, hardwareDevice(), dump);
   if (!outcome.kernels) return outcome.error;
-  if (outcome.counted) {
-    metrics::kernels_compiled.add(outcome.compiled);
-    metrics::kernel_disk_hits.add(outcome.disk);
-    metrics::kernels_reused.add(outcome.reused);
-    metrics::dynamic_kernel_hits.add(outcome.dynamic);
-    metrics::kernels_generalized.add(outcome.generalized);
-    if (config::logRecompiles()) {
-      for (const std::string& why : outcome.recompiles) {
-        // Logged whatever LAZYFUSE_LOG_LEVEL says: the switch asks for these lines.
-        logMessage(LogLevel::kWarn, detail::concat("recompile in graph 0x", std::hex, graph.hash(),
-                                                   std::dec, ": ", why));
-      }
+  metrics::kernels_compiled.add(outcome.compiled);
+  metrics::kernel_disk_hits.add(outcome.disk);
+  metrics::kernels_reused.add(outcome.reused);
+  metrics::dynamic_kernel_hits.add(outcome.dynamic);
+  metrics::kernels_generalized.add(outcome.generalized);
+  if (config::logRecompiles()) {
+    for (const std::string& why : outcome.recompiles) {
+      // Logged whatever LAZYFUSE_LOG_LEVEL says: the switch asks for these lines.
+      logMessage(LogLevel::kWarn, detail::concat("recompile in graph 0x", std::hex, graph.hash(),
+                                                 std::dec, ": ", why));
     }
-  } else {
-    (outcome.disk_hit ? metrics::kernel_disk_hits : metrics::kernels_compiled)
-        .add(static_cast<int64_t>(compiled.plan.kernels.size()));
   }
   compiled.kernels = std::move(outcome.kernels);
   // The NVRTC check proves, on a machine without a GPU, that what it fused compiles for one.

@@ -33,12 +33,13 @@ std::string CpuRenderer::instrExpr(const KInstr& instr, int32_t i) const {
       return cast + (k_.params[instr.ivalue].floating ? "fparams[" : "iparams[") +
              std::to_string(param_base_ + instr.ivalue) + "]";
     case KOp::kIndex: return cast + "(" + ixText(instr.index) + ")";
-    case KOp::kUnary: return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ")";
+    case KOp::kUnary:
     case KOp::kBinary:
-      return cast + "lf_" + binaryName(instr) + "(" + t(instr.args[0]) + ", " + t(instr.args[1]) +
-             ")";
     case KOp::kWhere:
-      return t(instr.args[0]) + " ? " + cast + t(instr.args[1]) + " : " + cast + t(instr.args[2]);
+      // A floating pow whose exponent stays the same over the loop it is in takes the special
+      // cases eager's pow(Tensor, Scalar) takes; see Note [CPU prelude].
+      return detail::callText(instr, cast, instr.op == KOp::kBinary && !varying_[instr.args[1]],
+                              [this](int32_t a) { return t(a); });
     case KOp::kCast: return cast + t(instr.args[0]);
     case KOp::kReduce: {
       const KReduction& reduction = k_.reductions[instr.ivalue];
@@ -47,13 +48,6 @@ std::string CpuRenderer::instrExpr(const KInstr& instr, int32_t i) const {
     }
   }
   LF_INTERNAL_ASSERT(false, "unknown kernel op ", static_cast<int>(instr.op));
-}
-
-std::string CpuRenderer::binaryName(const KInstr& instr) const {
-  const bool floating =
-      instr.dtype == c10::ScalarType::Float || instr.dtype == c10::ScalarType::Double;
-  if (instr.fn == "pow" && floating && !varying_[instr.args[1]]) return "pow_uniform";
-  return instr.fn;
 }
 
 std::string CpuRenderer::loadExpr(const KInstr& instr) const {

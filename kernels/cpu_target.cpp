@@ -40,7 +40,6 @@ class CpuTarget final : public Target {
     CompileOutcome outcome;
     outcome.error = functions.error;
     if (!outcome.error.empty()) return outcome;
-    outcome.counted = true;
     outcome.compiled = functions.compiled;
     outcome.disk = functions.disk;
     outcome.reused = functions.reused;

@@ -261,24 +261,18 @@ std::string CudaRenderer::instrExpr(const KInstr& instr, int32_t i) const {
     case KOp::kParam:
       return cast + (k_.params[instr.ivalue].floating ? "fp" : "ip") + std::to_string(instr.ivalue);
     case KOp::kIndex: return cast + "(" + ixText(instr.index) + ")";
-    case KOp::kUnary: return cast + "lf_" + instr.fn + "(" + t(instr.args[0]) + ")";
+    case KOp::kUnary:
     case KOp::kBinary:
-      return cast + "lf_" + binaryName(instr) + "(" + t(instr.args[0]) + ", " + t(instr.args[1]) +
-             ")";
     case KOp::kWhere:
-      return t(instr.args[0]) + " ? " + cast + t(instr.args[1]) + " : " + cast + t(instr.args[2]);
+      // A floating pow whose exponent is the same at every point (built from constants and
+      // parameters only) takes eager's pow(Tensor, Scalar) special cases; see Note [CUDA prelude].
+      return detail::callText(instr, cast, instr.op == KOp::kBinary && isUniform(instr.args[1]),
+                              [](int32_t a) { return t(a); });
     case KOp::kCast: return castText(instr.dtype, k_.instrs[instr.args[0]].dtype, t(instr.args[0]));
     case KOp::kReduce:
       return cast + (isArg(k_.reductions[instr.ivalue]) ? "x" : "a") + std::to_string(i);
   }
   LF_INTERNAL_ASSERT(false, "unknown kernel op ", static_cast<int>(instr.op));
-}
-
-std::string CudaRenderer::binaryName(const KInstr& instr) const {
-  const bool floating =
-      instr.dtype == c10::ScalarType::Float || instr.dtype == c10::ScalarType::Double;
-  if (instr.fn == "pow" && floating && isUniform(instr.args[1])) return "pow_uniform";
-  return instr.fn;
 }
 
 bool CudaRenderer::isUniform(int32_t i) const {

@@ -120,7 +120,6 @@ void cudaFamiliesCompiled(const CudaFamilySource& source, KernelFamilies& famili
 
 void countFamilies(const CudaFamilySource& source, const ExecutionPlan& plan, bool cached,
                    CompileOutcome& outcome) {
-  outcome.counted = true;
   // A kernel whose functions were compiled before counts as reused, as on the CPU, though the
   // plan's source is compiled as a whole when another of its kernels is new.
   (cached ? outcome.disk : outcome.compiled) =
@@ -131,15 +130,27 @@ void countFamilies(const CudaFamilySource& source, const ExecutionPlan& plan, bo
   outcome.recompiles = source.recompiles;
 }
 
-bool cudaFamiliesFailed(const CudaFamilySource& source, KernelFamilies& families) {
-  bool any = false;
-  for (const FamilyChoice& choice : source.choices) {
-    const std::vector<bool>& r = choice.runtime;
-    if (choice.compiled || std::find(r.begin(), r.end(), true) == r.end()) continue;
-    families.specializeOnly(choice.family);
-    any = true;
+CudaFamilySource compileWithFamilies(const CudaSource& rendered,
+                                     const std::function<bool(const CudaFamilySource&)>& compile,
+                                     KernelFamilies& families) {
+  const config::DynamicShapes mode = config::dynamicShapes();
+  CudaFamilySource source = cudaFamilySource(rendered, mode, families);
+  bool compiled = compile(source);
+  if (!compiled) {
+    // A generic function that does not compile: its family is specialized from now on.
+    bool generic = false;
+    for (const FamilyChoice& choice : source.choices) {
+      const std::vector<bool>& r = choice.runtime;
+      if (choice.compiled || std::find(r.begin(), r.end(), true) == r.end()) continue;
+      families.specializeOnly(choice.family);
+      generic = true;
+    }
+    if (!generic) return source;
+    source = cudaFamilySource(rendered, mode, families);
+    compiled = compile(source);
   }
-  return any;
+  if (compiled) cudaFamiliesCompiled(source, families);
+  return source;
 }
 
 }  // namespace lazyfuse

@@ -10,6 +10,7 @@
 #include "kernels/target.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,13 @@ CudaFamilySource cudaFamilySource(const CudaSource& rendered, config::DynamicSha
 /// The functions of `source` compiled: later plans may choose them.
 void cudaFamiliesCompiled(const CudaFamilySource& source,
                           KernelFamilies& families = cudaKernelFamilies());
-/// The source failed to compile: the families of its new generic functions are specialized from
-/// now on; false when it had none (the failure is not theirs).
-bool cudaFamiliesFailed(const CudaFamilySource& source,
-                        KernelFamilies& families = cudaKernelFamilies());
+/// cudaFamilySource of `rendered` (LAZYFUSE_DYNAMIC's policy) given to `compile`, which says
+/// whether it compiled. When it did not and it held new generic functions, their families are
+/// specialized from now on and the plan is chosen and compiled once more. What compiled is
+/// reported to `families`. Returns the source last given to `compile`.
+CudaFamilySource compileWithFamilies(const CudaSource& rendered,
+                                     const std::function<bool(const CudaFamilySource&)>& compile,
+                                     KernelFamilies& families = cudaKernelFamilies());
 /// Counts `plan`'s kernels in `outcome`: those `source` runs with functions compiled before as
 /// reused (dynamic, generalized as it says), the others as compiled, or loaded from a compile
 /// cache when `cached`.

@@ -84,13 +84,12 @@ class CudaTarget final : public Target {
     try {
       // Each kernel runs the function of its family that fits it (Note [Shape-generic
       // kernels]): a plan of new sizes renders a source compiled before.
-      const config::DynamicShapes mode = config::dynamicShapes();
-      CudaFamilySource source = cudaFamilySource(rendered, mode);
-      CudaCompileResult result = compileCuda(source.source.source, cudaArch(device));
-      if (!result.binary && cudaFamiliesFailed(source)) {
-        source = cudaFamilySource(rendered, mode);
-        result = compileCuda(source.source.source, cudaArch(device));
-      }
+      CudaCompileResult result;
+      const CudaFamilySource source =
+          compileWithFamilies(rendered, [&](const CudaFamilySource& chosen) {
+            result = compileCuda(chosen.source.source, cudaArch(device));
+            return result.binary != nullptr;
+          });
       outcome.disk_hit = result.disk_hit;
       if (!result.binary) {
         outcome.error = result.error;
@@ -98,7 +97,6 @@ class CudaTarget final : public Target {
       }
       outcome.kernels = std::make_shared<CudaKernels>(
           *this, loadCudaModule(*result.binary, source.source, device));
-      cudaFamiliesCompiled(source);
       countFamilies(source, plan, result.disk_hit, outcome);
     } catch (const c10::Error& e) {
       outcome.error =

@@ -92,11 +92,9 @@ struct CompileOutcome {
   std::shared_ptr<const CompiledKernels> kernels;  // null when compiling failed
   std::string error;                               // why, when it failed
   bool disk_hit = false;                           // loaded from a cache, nothing compiled
-  /// Set by a target that counts kernel by kernel (the CPU target): of the plan's kernels, how
-  /// many it compiled, loaded from the disk cache, and ran with functions compiled before
-  /// (`dynamic` of those with other constants as arguments); `generalized`: the compiled ones
-  /// that are generic (Note [Shape-generic kernels]). Otherwise `disk_hit` counts them all.
-  bool counted = false;
+  /// Of the plan's kernels: how many were compiled, loaded from a compile cache, and run with
+  /// functions compiled before (`dynamic` of those with other constants as arguments);
+  /// `generalized`: the compiled ones that are generic (Note [Shape-generic kernels]).
   int64_t compiled = 0, disk = 0, reused = 0, dynamic = 0, generalized = 0;
   std::vector<std::string> recompiles;  // why each generic kernel was compiled, for the log
 };

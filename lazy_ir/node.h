@@ -120,7 +120,7 @@ class Node final : public c10::intrusive_ptr_target {
   const at::Tensor& data() const { return data_; }
   /// Marks the graphs that hold this node to compile generic kernels from their first compile
   /// (lazyfuse.mark_dynamic: Note [Shape-generic kernels]); not part of any hash.
-  void markDynamic() const { dynamic_.store(true, std::memory_order_relaxed); }
+  void markDynamic() { dynamic_.store(true, std::memory_order_relaxed); }
   bool markedDynamic() const { return dynamic_.load(std::memory_order_relaxed); }
   /// Hash of this node alone: op, constants and output metadata; not inputs, params or data.
   HashValue localHash() const;
@@ -148,7 +148,7 @@ class Node final : public c10::intrusive_ptr_target {
   // graphs read in its place (Graph::setComputed). Guarded by the same lock.
   std::vector<NodePtr> computed_;
   std::string failed_;  // why this node has no value (Graph::setFailed); guarded by that lock
-  mutable std::atomic<bool> dynamic_{false};
+  std::atomic<bool> dynamic_{false};
   friend class Graph;
 };
 

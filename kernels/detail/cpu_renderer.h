@@ -96,10 +96,6 @@ class CpuRenderer {
 
   std::string instrExpr(const KInstr& instr, int32_t i) const;
 
-  /// A floating pow whose exponent stays the same over the loop it is in takes the special
-  /// cases eager's pow(Tensor, Scalar) takes; see Note [CPU prelude].
-  std::string binaryName(const KInstr& instr) const;
-
   std::string loadExpr(const KInstr& instr) const;
 
   void storeLines(const std::string& indent);

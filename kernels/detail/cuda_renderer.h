@@ -95,10 +95,6 @@ class CudaRenderer {
 
   std::string instrExpr(const KInstr& instr, int32_t i) const;
 
-  /// A floating pow whose exponent is the same at every point (built from constants and
-  /// parameters only) takes eager's pow(Tensor, Scalar) special cases; see Note [CUDA prelude].
-  std::string binaryName(const KInstr& instr) const;
-
   bool isUniform(int32_t i) const;
 
   /// `value` (of type `from`) converted to `to`. A floating value becomes uint8 through int64,

@@ -53,6 +53,25 @@ const char* cComputeType(c10::ScalarType dtype) {
   LF_INTERNAL_ASSERT(false, "no compute type for ", dtype);
 }
 
+std::string callText(const KInstr& instr, const std::string& cast, bool uniform_exponent,
+                     const std::function<std::string(int32_t)>& arg) {
+  switch (instr.op) {
+    case KOp::kUnary: return cast + "lf_" + instr.fn + "(" + arg(instr.args[0]) + ")";
+    case KOp::kBinary: {
+      const bool floating =
+          instr.dtype == c10::ScalarType::Float || instr.dtype == c10::ScalarType::Double;
+      const std::string fn =
+          instr.fn == "pow" && floating && uniform_exponent ? "pow_uniform" : instr.fn;
+      return cast + "lf_" + fn + "(" + arg(instr.args[0]) + ", " + arg(instr.args[1]) + ")";
+    }
+    case KOp::kWhere:
+      return arg(instr.args[0]) + " ? " + cast + arg(instr.args[1]) + " : " + cast +
+             arg(instr.args[2]);
+    default: break;
+  }
+  LF_INTERNAL_ASSERT(false, "not a call: kernel op ", static_cast<int>(instr.op));
+}
+
 std::string finiteFloatText(double value) {
   char buffer[64];
   auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);

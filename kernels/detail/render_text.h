@@ -2,9 +2,12 @@
 
 // Text helpers shared by the renderers of kernels/ (C++ for the CPU, CUDA C++).
 
+#include "lowering/kernel_ir.h"
+
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,12 @@ std::string variableLines(const std::string& indent, const std::string& type,
 /// The C type an instruction of `dtype` computes in, as both targets' preludes spell it (lf_u8
 /// and lf_i64 are typedefs there); see Note [Kernel IR]: never Half or BFloat16.
 const char* cComputeType(c10::ScalarType dtype);
+
+/// The text of a kUnary, kBinary or kWhere instruction, as both dialects write it: `cast` is the
+/// C cast to its type, `arg(i)` the text of instruction i. A binary `pow` of a floating type
+/// whose exponent is `uniform_exponent` (the same at every point) calls lf_pow_uniform.
+std::string callText(const KInstr& instr, const std::string& cast, bool uniform_exponent,
+                     const std::function<std::string(int32_t)>& arg);
 
 /// The shortest text that reads back as exactly `value`, which must be finite (std::to_chars
 /// ignores the locale); negative values are parenthesized.

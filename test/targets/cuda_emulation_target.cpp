@@ -70,17 +70,15 @@ class CudaEmulationTarget final : public Target {
     if (dump) dump(".cu", rendered.source);
     CompileOutcome outcome;
     // As the CUDA target: Note [Shape-generic kernels].
-    const config::DynamicShapes mode = config::dynamicShapes();
-    CudaFamilySource source = cudaFamilySource(rendered, mode);
-    auto module =
-        compileCudaEmulation(inputs.kernels, source.source, outcome.error, outcome.disk_hit);
-    if (!module && cudaFamiliesFailed(source)) {
-      source = cudaFamilySource(rendered, mode);
-      outcome.error.clear();
-      module = compileCudaEmulation(inputs.kernels, source.source, outcome.error, outcome.disk_hit);
-    }
+    std::shared_ptr<const CudaEmulatedModule> module;
+    const CudaFamilySource source =
+        compileWithFamilies(rendered, [&](const CudaFamilySource& chosen) {
+          outcome.error.clear();
+          module =
+              compileCudaEmulation(inputs.kernels, chosen.source, outcome.error, outcome.disk_hit);
+          return module != nullptr;
+        });
     if (!module) return outcome;
-    cudaFamiliesCompiled(source);
     countFamilies(source, plan, outcome.disk_hit, outcome);
     outcome.kernels = std::make_shared<EmulatedKernels>(*this, std::move(module));
     return outcome;
