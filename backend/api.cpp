@@ -6,6 +6,7 @@
 #include "backend/lazy_tensor.h"
 #include "kernels/buffer_pool.h"
 #include "kernels/plan_runner.h"
+#include "kernels/python_plugin.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/config.h"
 #include "lazy_ir/metrics.h"
@@ -32,6 +33,7 @@ void runMarkStep() {
 }
 
 void manualSeed(int64_t seed) {
+  initPythonDevice(hardwareDevice().type());  // Note [Seeds queued before CUDA starts]
   at::Generator gen = at::globalContext().defaultGenerator(hardwareDevice());
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_current_seed(static_cast<uint64_t>(seed));

@@ -83,18 +83,20 @@ c10::IValue lazyResult(const c10::IValue& v, bool factory) {
 
 // Note [Eager's errors]
 // A user mistake must raise eager's exception, type and message, at the op. The recorder finds
-// most of them with the meta kernel, but a meta kernel can raise another type than the CPU kernel
-// (RuntimeError for IndexError: a[float_index], empty.amax(0)), and some checks only the CPU
-// kernel makes (dtypes: a & b on floats, softmax of ints, mm of float and double; max() of an
-// empty tensor). So the CPU kernel is asked too, on stand-ins for the lazy tensors (ones of
-// their dtypes): when the meta kernel raised, with their sizes (up to kMaxStandInElements in all;
-// beyond, the meta kernel's error stands), and, on a meta-cache miss for ops whose checks do not
-// depend on sizes (pointwise and reduction ops, the mm and softmax families: OpTraits::
-// probes_on_cpu), with every size cut to at most 1, which costs microseconds once per op and
-// input metadata; its warnings are dropped. Scalar arguments are parameters, not part of that
-// key, yet integer ops check their values (int ** -1, int // 0), so a call on integer tensors
-// with Scalar arguments is asked about once per distinct Scalar values (checkScalarValuesOnCpu).
-// Checks on tensor values (index ranges) and other ops' checks still raise at sync.
+// most of them with the meta kernel, but a meta kernel can raise another type than the device's
+// kernel (RuntimeError for IndexError: a[float_index], empty.amax(0)), and some checks only the
+// device's kernel makes (dtypes: a & b on floats, softmax of ints, mm of float and double; max()
+// of an empty tensor). So the hardware device's kernel is asked too (the CPU's, or CUDA's: their
+// checks differ, abs of bool and int // 0 raise on the CPU only), on stand-ins for the lazy
+// tensors (ones of their dtypes, on the hardware device): when the meta kernel raised, with their
+// sizes (up to kMaxStandInElements in all; beyond, the meta kernel's error stands), and, on a
+// meta-cache miss for ops whose checks do not depend on sizes (pointwise and reduction ops, the
+// mm and softmax families: OpTraits::probes_stand_ins), with every size cut to at most 1, which
+// costs microseconds once per op and input metadata; its warnings are dropped. Scalar arguments
+// are parameters, not part of that key, yet integer ops check their values (int ** -1,
+// int // 0), so a call on integer tensors with Scalar arguments is asked about once per distinct
+// Scalar values (checkScalarValuesOnStandIns). Checks on tensor values (index ranges) and other
+// ops' checks still raise at sync.
 // Pinned by test_errors.py::test_dtype_error_at_op and test_empty_reduction_error_at_op.
 constexpr int64_t kMaxStandInElements = int64_t{1} << 22;
 
@@ -110,7 +112,7 @@ at::Tensor standIn(const at::Tensor& t, bool one_per_dim) {
   if (one_per_dim) {
     for (int64_t& size : sizes) size = std::min<int64_t>(size, 1);
   }
-  return at::ones(sizes, at::TensorOptions().dtype(t.scalar_type()));
+  return at::ones(sizes, at::TensorOptions().dtype(t.scalar_type()).device(hardwareDevice()));
 }
 
 c10::IValue standInArg(const c10::IValue& v, bool one_per_dim) {
@@ -128,7 +130,7 @@ c10::IValue standInArg(const c10::IValue& v, bool one_per_dim) {
     }
     return list;
   }
-  if (v.isDevice()) return c10::IValue(c10::Device(c10::kCPU));
+  if (v.isDevice()) return c10::IValue(toHardware(v.toDevice()));
   return v;
 }
 
@@ -158,9 +160,9 @@ ProbedScalars& probedScalars() {
 
 }  // namespace
 
-void checkScalarValuesOnCpu(const c10::OperatorHandle& op, const OpTraits& traits, HashValue key,
-                            const torch::jit::Stack& args) {
-  if (!traits.probes_on_cpu || !isIntegerCall(args)) return;
+void checkScalarValuesOnStandIns(const c10::OperatorHandle& op, const OpTraits& traits,
+                                 HashValue key, const torch::jit::Stack& args) {
+  if (!traits.probes_stand_ins || !isIntegerCall(args)) return;
   bool any_scalar = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = args[i];
@@ -178,23 +180,23 @@ void checkScalarValuesOnCpu(const c10::OperatorHandle& op, const OpTraits& trait
     std::lock_guard<std::mutex> lock(probed.mutex);
     if (probed.seen.count(key) > 0) return;
   }
-  raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/true);
+  raiseEagerErrorOnStandIns(op, args, /*one_per_dim=*/true);
   std::lock_guard<std::mutex> lock(probed.mutex);
   probed.seen.insert(key);
 }
 
-bool raiseEagerErrorOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& args,
-                          bool one_per_dim) {
+bool raiseEagerErrorOnStandIns(const c10::OperatorHandle& op, const torch::jit::Stack& args,
+                               bool one_per_dim) {
   if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;  // it would draw random numbers
   int64_t elements = 0;
   for (const c10::IValue& v : args) elements += lazyElements(v);
   if (!one_per_dim && elements > kMaxStandInElements) return false;
-  torch::jit::Stack cpu;
-  for (const c10::IValue& v : args) cpu.push_back(standInArg(v, one_per_dim));
+  torch::jit::Stack stand_ins;
+  for (const c10::IValue& v : args) stand_ins.push_back(standInArg(v, one_per_dim));
   DropWarnings drop;
   c10::WarningUtils::WarningHandlerGuard quiet(&drop);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  op.callBoxed(cpu);
+  op.callBoxed(stand_ins);
   return true;
 }
 

@@ -111,7 +111,7 @@ std::optional<c10::OperatorHandle> viewOpOf(const c10::FunctionSchema& schema) {
 // See Note [Eager's errors]: pointwise ops broadcast one-element stand-ins, reductions keep every
 // dim they are given, and these ops (and their in-place variants) accept any operand of one
 // element per dim (floor_divide is pointwise without the tag).
-bool probesOnCpu(const c10::OperatorHandle& op, const std::vector<uint8_t>& written) {
+bool probesStandIns(const c10::OperatorHandle& op, const std::vector<uint8_t>& written) {
   static const std::set<std::string> size_free = {
       "aten::mm",           "aten::bmm",          "aten::addmm",  "aten::baddbmm", "aten::addbmm",
       "aten::mv",           "aten::addmv",        "aten::dot",    "aten::vdot",    "aten::_softmax",
@@ -145,7 +145,7 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   traits->functional_name = functionalNameOf(op, traits->written);
   traits->out_dtype_arg = outDtypeArgOf(schema, traits->written);
   traits->view_op = viewOpOf(schema);
-  traits->probes_on_cpu = probesOnCpu(op, traits->written);
+  traits->probes_stand_ins = probesStandIns(op, traits->written);
   traits->scatters_into_self = endsWith(schema.name(), "_scatter") &&
                                schema.returns().size() == 1 && !schema.arguments().empty() &&
                                schema.arguments()[0].type()->kind() == c10::TypeKind::TensorType;

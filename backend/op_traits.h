@@ -53,9 +53,9 @@ struct OpTraits {
   std::optional<c10::OperatorHandle> view_op;
   /// A *_scatter op (slice_scatter, ...): its result is its first argument with a part written.
   bool scatters_into_self = false;
-  /// The CPU kernel's checks of this op do not depend on sizes, so a run on one-element stand-ins
-  /// finds the errors the meta kernel misses. See Note [Eager's errors].
-  bool probes_on_cpu = false;
+  /// The device kernel's checks of this op do not depend on sizes, so a run on one-element
+  /// stand-ins finds the errors the meta kernel misses. See Note [Eager's errors].
+  bool probes_stand_ins = false;
   /// Per schema return: the index of the written argument it returns, or -1.
   std::vector<int> returns_arg;
   /// Per schema argument: the schema type is Scalar / Scalar? (a parameter).

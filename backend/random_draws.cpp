@@ -32,6 +32,7 @@
 #include "backend/detail/stand_ins.h"
 #include "backend/device.h"
 #include "backend/recorder.h"
+#include "kernels/python_plugin.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -152,7 +153,12 @@ void nativeDropoutKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
 c10::IValue recordedGenerator(const c10::IValue& given) {
   at::Generator source;
   if (given.isGenerator()) source = given.toGenerator();
-  if (!source.defined()) source = at::globalContext().defaultGenerator(hardwareDevice());
+  if (!source.defined()) {
+    // Seeds that torch.manual_seed queued for CUDA run first: Note [Seeds queued before CUDA
+    // starts].
+    initPythonDevice(hardwareDevice().type());
+    source = at::globalContext().defaultGenerator(hardwareDevice());
+  }
   std::lock_guard<std::mutex> lock(source.mutex());
   if (source.device().is_cpu()) {
     // A 32-bit seed would give two of a long run's million nodes the same stream: the node's

@@ -62,12 +62,12 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
     return nullptr;
   } catch (const std::exception&) {       // a c10::Error, or a Python meta kernel's exception
     checkLaxMetaOnCpu(op, traits, args);  // See Note [Lax meta kernels]
-    raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/false);
+    raiseEagerErrorOnStandIns(op, args, /*one_per_dim=*/false);
     throw;
   }
   metrics::meta_cache_miss.add();
   checkLaxMetaOnCpu(op, traits, args);
-  if (traits.probes_on_cpu) raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/true);
+  if (traits.probes_stand_ins) raiseEagerErrorOnStandIns(op, args, /*one_per_dim=*/true);
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, attrs);
   return attrs;
@@ -175,7 +175,7 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   CallRecorder recorder(op, traits, args);
   HashValue key = recorder.scan();
   std::shared_ptr<const AtenCallAttrs> attrs = lookupOrInfer(recorder, key, op, traits, args);
-  if (attrs) checkScalarValuesOnCpu(op, traits, key, args);
+  if (attrs) checkScalarValuesOnStandIns(op, traits, key, args);
   if (!attrs) {
     // No meta kernel: this op runs eagerly from now on. See Note [Data-dependent ops].
     markEager(op);

@@ -15,17 +15,17 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 /// leaves lazy results on the stack. Counts aten::<op>. See Note [Data-dependent ops].
 void eagerFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
-/// Runs `op` on the CPU with `args`, each lazy tensor replaced by ones of its dtype and sizes
-/// (every size cut to at most 1 when `one_per_dim`), so that the CPU kernel raises the error eager
-/// would raise; returns whether it ran (not when the stand-ins would be too large, or the op is
-/// random). See Note [Eager's errors].
-bool raiseEagerErrorOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& args,
-                          bool one_per_dim);
+/// Runs `op` on the hardware device with `args`, each lazy tensor replaced by ones of its dtype
+/// and sizes (every size cut to at most 1 when `one_per_dim`), so that the device's kernel raises
+/// the error eager would raise; returns whether it ran (not when the stand-ins would be too
+/// large, or the op is random). See Note [Eager's errors].
+bool raiseEagerErrorOnStandIns(const c10::OperatorHandle& op, const torch::jit::Stack& args,
+                               bool one_per_dim);
 
-/// raiseEagerErrorOnCpu on one-element stand-ins for a call on integer tensors with Scalar
+/// raiseEagerErrorOnStandIns on one-element stand-ins for a call on integer tensors with Scalar
 /// arguments, once per op, input metadata (`key`) and Scalar values. See Note [Eager's errors].
-void checkScalarValuesOnCpu(const c10::OperatorHandle& op, const OpTraits& traits, HashValue key,
-                            const torch::jit::Stack& args);
+void checkScalarValuesOnStandIns(const c10::OperatorHandle& op, const OpTraits& traits,
+                                 HashValue key, const torch::jit::Stack& args);
 
 /// Lazy kernel of native_batch_norm: records it, and updates the running stats when it trains.
 /// See Note [native_batch_norm writes its running stats].

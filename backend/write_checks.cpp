@@ -46,7 +46,7 @@ namespace {
 //     overlap checks (Note [Overlapping writes]; also for the ops left out below);
 //  1. runs the op itself on Meta, and when that raises, on the CPU on stand-ins (as Note [Eager's
 //     errors] does) for eager's exception and message; on a pass, an op whose CPU checks do not
-//     depend on sizes (OpTraits::probes_on_cpu) on one-element stand-ins, for the dtype checks
+//     depend on sizes (OpTraits::probes_stand_ins) on one-element stand-ins, for the dtype checks
 //     only its CPU kernel makes (cumsum into a bool out, nansum into an int one). A call that
 //     passes is remembered under its metadata and not checked again;
 //  2. notes the dtypes the op will write: the recorder checks eager's TensorIterator rule
@@ -163,9 +163,9 @@ void checkLikeEager(const c10::OperatorHandle& op, const OpTraits& traits,
   }
   if (std::exception_ptr error = errorOnMeta(op, args)) {
     // Eager's CPU kernel says what the error is; where it cannot run, the meta kernel's stands.
-    if (!raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/false)) std::rethrow_exception(error);
-  } else if (traits.probes_on_cpu) {
-    raiseEagerErrorOnCpu(op, args, /*one_per_dim=*/true);
+    if (!raiseEagerErrorOnStandIns(op, args, /*one_per_dim=*/false)) std::rethrow_exception(error);
+  } else if (traits.probes_stand_ins) {
+    raiseEagerErrorOnStandIns(op, args, /*one_per_dim=*/true);
   }
   checkedCalls().notePassed(key);
 }

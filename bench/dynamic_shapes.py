@@ -19,7 +19,10 @@ lazy/eager ratio at each shape is compared with the ratio of the first shape (a 
 Ratios above 1 mean lazyfuse is faster. Also the generic kernel against the specialized one on
 the pointwise, softmax and LayerNorm kernels at one size, interleaved in one process.
 
-    python bench/dynamic_shapes.py [--quick] [--only NAME] [--no-compile]
+    python bench/dynamic_shapes.py [--quick] [--only NAME] [--no-compile] [--device cuda]
+
+With --device cuda, eager and torch.compile run on CUDA and lazyfuse with CUDA as its hardware
+device (each timed run ends with a device synchronize); the results file gets a _cuda suffix.
 
 Writes bench/results/dynamic_shapes.json.
 """
@@ -138,12 +141,14 @@ def workloads(quick):
     }
 
 
-def worker(name, side, quick, rounds):
+def worker(name, side, quick, rounds, device):
     """Runs one workload on one side in this (cold) process; prints a JSON line."""
     import torch
     import lazyfuse
 
-    dev = torch.device("lazy" if side == "lazy" else "cpu")
+    if side == "lazy" and lazyfuse.hardware_device().split(":")[0] != device:
+        raise RuntimeError(f"lazyfuse runs on {lazyfuse.hardware_device()}, not {device}")
+    dev = torch.device("lazy" if side == "lazy" else device)
     wrap = torch.compile if side == "compile" else (lambda f: f)
     shapes, step = workloads(quick)[name](dev, wrap)
 
@@ -152,6 +157,8 @@ def worker(name, side, quick, rounds):
         if side == "lazy":
             lazyfuse.sync(*[o for o in outs if o is not None])
             lazyfuse.wait()
+        elif device == "cuda":
+            torch.cuda.synchronize()
 
     def built():
         m = lazyfuse.metrics()
@@ -262,9 +269,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--worker", nargs=2)
     parser.add_argument("--kernel-worker", action="store_true")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
     if args.worker:
-        worker(*args.worker, args.quick, args.rounds)
+        worker(*args.worker, args.quick, args.rounds, args.device)
         return
     if args.kernel_worker:
         kernel_worker(args.quick, args.rounds)
@@ -272,7 +280,7 @@ def main():
     from bench_timing import cpu_busy
 
     flags = ["--quick"] if args.quick else []
-    flags += ["--rounds", str(args.rounds)]
+    flags += ["--rounds", str(args.rounds), "--device", args.device]
     names = [args.only] if args.only else list(workloads_names())
     sides = [s for s in SIDES if not (s == "compile" and args.no_compile)]
     results = {}
@@ -304,14 +312,15 @@ def main():
               f"worst/first-shape {r['min_ratio_vs_fixed']:.2f}"
               + (f"; new-size hit / same-size hit {r['new_size_hit_vs_same']:.2f}"
                  if r["new_size_hit_vs_same"] else ""))
-    if not args.only:
+    if not args.only and args.device == "cpu":
         k = spawn(["--kernel-worker"] + flags, {"LAZYFUSE_FUSION": "always"})
         results["generic_vs_specialized"] = {
             name: t["specialized"] / t["generic"] for name, t in k.items()}
         print("generic kernel speed / specialized:",
               ", ".join(f"{k} {v:.2f}" for k, v in results["generic_vs_specialized"].items()))
     RESULTS_DIR.mkdir(exist_ok=True)
-    out = RESULTS_DIR / "dynamic_shapes.json"
+    out = RESULTS_DIR / ("dynamic_shapes.json" if args.device == "cpu"
+                         else f"dynamic_shapes_{args.device}.json")
     out.write_text(json.dumps(results, indent=1))
     print("wrote", out)
 

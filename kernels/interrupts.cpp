@@ -1,12 +1,12 @@
 #include "kernels/interrupts.h"
 
-#include <dlfcn.h>
+#include "kernels/python_plugin.h"
+
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <string>
 
 namespace lazyfuse {
 
@@ -58,17 +58,8 @@ bool onMainThread() { return static_cast<pid_t>(syscall(SYS_gettid)) == getpid()
 /// Python's check, from liblazyfuse_python.so, or nullptr outside Python (or when the plugin
 /// was not built: then a sync is not interrupted).
 InterruptCheck pythonCheck() {
-  static const InterruptCheck check = []() -> InterruptCheck {
-    auto initialized = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-    if (initialized == nullptr || initialized() == 0) return nullptr;
-    Dl_info info{};
-    if (!dladdr(reinterpret_cast<void*>(&pythonCheck), &info) || !info.dli_fname) return nullptr;
-    std::string path = info.dli_fname;
-    path = path.substr(0, path.find_last_of('/') + 1) + "liblazyfuse_python.so";
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) return nullptr;
-    return reinterpret_cast<InterruptCheck>(dlsym(handle, "lazyfuse_check_python_signals"));
-  }();
+  static const auto check =
+      reinterpret_cast<InterruptCheck>(pythonPluginFunction("lazyfuse_check_python_signals"));
   return check;
 }
 

@@ -1,7 +1,8 @@
-// liblazyfuse_python.so: Python's Ctrl-C check for a sync, behind a C interface. It is the one
-// part of lazyfuse built against Python and torch's Python headers; liblazyfuse.so loads it with
-// dlopen the first time a long sync polls inside a Python process. See Note [Interrupting a
-// sync] in kernels/interrupts.cpp.
+// liblazyfuse_python.so: Python's Ctrl-C check for a sync and torch's Python-side device
+// initialization, behind a C interface. It is the one part of lazyfuse built against Python and
+// torch's Python headers; liblazyfuse.so loads it with dlopen (kernels/python_plugin.cpp) the
+// first time it needs one of them inside a Python process. See Note [Interrupting a sync] in
+// kernels/interrupts.cpp and Note [Seeds queued before CUDA starts] in kernels/python_plugin.cpp.
 
 #include <torch/csrc/Exceptions.h>
 
@@ -43,6 +44,32 @@ extern "C" __attribute__((visibility("default"))) void lazyfuse_check_python_sig
     return;
   }
   PyErr_SetNone(PyExc_KeyboardInterrupt);
+  python_error error;
+  error.persist();
+  throw error;
+}
+
+/// torch's Python-side initialization of a device type ("cuda": torch.cuda._lazy_init()), which
+/// runs the seeding calls torch.manual_seed queued for it: Note [Seeds queued before CUDA
+/// starts] (kernels/python_plugin.cpp). A device type without a torch module or _lazy_init is
+/// left alone; a failing initialization is thrown as torch's python_error.
+extern "C" __attribute__((visibility("default"))) void lazyfuse_python_device_init(
+    const char* type) {
+  pybind11::gil_scoped_acquire gil;
+  PyObject* torch = PyImport_ImportModule("torch");
+  PyObject* module = torch == nullptr ? nullptr : PyObject_GetAttrString(torch, type);
+  Py_XDECREF(torch);
+  if (module == nullptr || !PyObject_HasAttrString(module, "_lazy_init")) {
+    Py_XDECREF(module);
+    PyErr_Clear();
+    return;
+  }
+  PyObject* result = PyObject_CallMethod(module, "_lazy_init", nullptr);
+  Py_DECREF(module);
+  if (result != nullptr) {
+    Py_DECREF(result);
+    return;
+  }
   python_error error;
   error.persist();
   throw error;

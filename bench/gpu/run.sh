@@ -17,7 +17,7 @@
 #           the benchmark with what time is left; each step under its own time limit.
 #           LEASE_PARTS picks the steps after the build and C++ tests, in order (default
 #           "pytest bench"; also "fused": the LAZYFUSE_FUSION=always subset, "opinfo": the ci
-#           subset)
+#           subset, "dynamic": bench/dynamic_shapes.py --device cuda)
 #
 # Every log ends up in $OUT/logs.tgz (the device tool brings back at most 8 files).
 # Needs .gpu-deps/ (bench/gpu/pack_deps.sh, run where the packages are installed) carried along.
@@ -110,6 +110,9 @@ if [ "$MODE" = lease ]; then
       opinfo) xdist opinfo 15 test/opinfo --opinfo-subset=ci ;;
       bench) step bench timeout "$(left 10)" env LAZYFUSE_BENCH_OUT="$OUT" $PY bench/gpu_suite.py \
         --markdown "$OUT/gpu.md" ;;
+      dynamic)  # shapes that vary (bench/dynamic_shapes.py) on CUDA, cold processes per side
+        step dynamic timeout "$(left 10)" $PY bench/dynamic_shapes.py --device cuda --rounds 5
+        cp bench/results/dynamic_shapes_cuda.json "$OUT"/ 2>/dev/null ;;
     esac
   done
 fi

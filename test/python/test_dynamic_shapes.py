@@ -20,8 +20,9 @@ SIZES = [0, 1, 2, 3, 7, 8, 13, 97, 128, 257, 1000]
 # The CUDA renderings (emulated on the CPU) choose their structure from sizes too (how many threads
 # share a point, the 4-wide variant, 32-bit indices: Note [CUDA kernel structure]), and write a
 # kernel's point count into its code: a sweep that stays in one structure compiles nothing after
-# its second size, as the CPU's does over any sizes.
-EMULATED = os.environ.get("LAZYFUSE_CUDA_EMULATION", "0") not in ("", "0")
+# its second size, as the CPU's does over any sizes. The same holds on a CUDA device.
+EMULATED = (os.environ.get("LAZYFUSE_CUDA_EMULATION", "0") not in ("", "0")
+            or lazyfuse.hardware_device().startswith("cuda"))
 
 
 @pytest.fixture(autouse=True)

@@ -139,6 +139,28 @@ RANDOM_OPS = {
 }
 
 
+def test_seeding_before_any_device_use_reproduces_random_ops(python_subprocess):
+    # Note [Seeds queued before CUDA starts]: in a fresh process torch.manual_seed only queues
+    # CUDA's seeding until torch's Python side starts CUDA; lazyfuse starts it before its first
+    # draw, so the seed holds on every hardware device.
+    code = (
+        "import torch, lazyfuse\n"
+        "def draws():\n"
+        "    torch.manual_seed(7)\n"
+        "    return [torch.rand(6, device='lazy').cpu(), torch.randn(6, device='lazy').cpu(),\n"
+        "            torch.randint(0, 1000, (6,), device='lazy').cpu()]\n"
+        "first, again = draws(), draws()\n"
+        "assert all(torch.equal(a, b) for a, b in zip(first, again)), (first, again)\n"
+        "torch.manual_seed(8)\n"
+        "assert not torch.equal(torch.rand(6, device='lazy').cpu(), first[0])\n"
+        "if lazyfuse.hardware_device().startswith('cuda'):\n"
+        "    assert torch.cuda.is_initialized()\n"
+        "print('ok')\n"
+    )
+    run = python_subprocess(code)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]
+
+
 @pytest.mark.parametrize("name", sorted(RANDOM_OPS))
 def test_random_values_are_drawn_when_recorded(name):
     # Note [Random ops draw when recorded]: the generator's state when the op is recorded decides

@@ -19,7 +19,8 @@ where eager does not is a failure. A failure prints the seed and the program as 
 
 Writes into tensors whose elements overlap themselves (expand, unfold with step < size,
 as_strided with overlapping strides, and views of those) are generated too, unless
-LAZYFUSE_FUZZ_OVERLAP=0 (Note [Writes into views that overlap themselves]).
+LAZYFUSE_FUZZ_OVERLAP=0 (Note [Writes into views that overlap themselves]); on CUDA only with
+LAZYFUSE_FUZZ_OVERLAP=1 (eager's own results there are races: fuzz_config.py).
 
 Runs:
   pytest test/python/test_fuzz.py           # CI: test_fuzz_fixed_seeds, a fixed list of seeds
