@@ -42,16 +42,6 @@ namespace {
 // Pinned by test_out_checks.py::test_lax_meta_*.
 constexpr int64_t kMaxProbeElements = int64_t{1} << 16;
 
-bool isLaxMeta(const c10::OperatorHandle& op) {
-  static const std::set<std::string> ops = {
-      "aten::convolution",    "aten::avg_pool3d",         "aten::bucketize",
-      "aten::complex",        "aten::index_add",          "aten::index_select",
-      "aten::masked_scatter", "aten::as_strided_scatter", "aten::multinomial"};
-  const std::string& name = op.schema().name();
-  if (ops.count(name) > 0) return true;
-  return name.back() == '_' && ops.count(name.substr(0, name.size() - 1)) > 0;
-}
-
 at::Tensor valueStandIn(const at::Tensor& t) {
   if (!isLazy(t)) return t;
   const auto options = at::TensorOptions().dtype(t.scalar_type());
@@ -70,6 +60,16 @@ int64_t lazyElements(const torch::jit::Stack& args) {
 }
 
 }  // namespace
+
+bool isLaxMeta(const c10::OperatorHandle& op) {
+  static const std::set<std::string> ops = {
+      "aten::convolution",    "aten::avg_pool3d",         "aten::bucketize",
+      "aten::complex",        "aten::index_add",          "aten::index_select",
+      "aten::masked_scatter", "aten::as_strided_scatter", "aten::multinomial"};
+  const std::string& name = op.schema().name();
+  if (ops.count(name) > 0) return true;
+  return name.back() == '_' && ops.count(name.substr(0, name.size() - 1)) > 0;
+}
 
 void checkLaxMetaOnCpu(const c10::OperatorHandle& op, const OpTraits& traits,
                        const torch::jit::Stack& args) {

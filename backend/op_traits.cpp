@@ -1,6 +1,7 @@
 #include "backend/op_traits.h"
 
 #include "backend/aux_outputs.h"
+#include "backend/meta_templates.h"
 #include "lazy_ir/text.h"
 
 #include <algorithm>
@@ -161,6 +162,7 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
     }
     traits->returns_arg.push_back(aliased);
   }
+  traits->generic_meta = hasSizeGenericMeta(op, *traits);
   return traits;
 }
 

@@ -56,6 +56,8 @@ struct OpTraits {
   /// The device kernel's checks of this op do not depend on sizes, so a run on one-element
   /// stand-ins finds the errors the meta kernel misses. See Note [Eager's errors].
   bool probes_stand_ins = false;
+  /// Its outputs' sizes follow from its inputs' by equalities: Note [Size-generic meta].
+  bool generic_meta = false;
   /// Per schema return: the index of the written argument it returns, or -1.
   std::vector<int> returns_arg;
   /// Per schema argument: the schema type is Scalar / Scalar? (a parameter).

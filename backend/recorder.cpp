@@ -5,10 +5,12 @@
 #include "backend/device.h"
 #include "backend/lax_meta.h"
 #include "backend/lazy_tensor.h"
+#include "backend/meta_templates.h"
 #include "backend/op_traits.h"
 #include "backend/random_draws.h"
 #include "backend/write_checks.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 #include "lazy_ir/metrics.h"
 
 #include <ATen/core/List.h>
@@ -55,7 +57,20 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
     auto it = cache.entries.find(key);
     if (it != cache.entries.end()) return it->second;
   }
+  // Note [Size-generic meta]: a call of new sizes may take its outputs from a template.
+  const std::optional<CallShapes> shapes = callShapes(traits, args);
   std::shared_ptr<const AtenCallAttrs> attrs;
+  if (shapes) attrs = fromMetaTemplate(*shapes, key);
+  if (attrs != nullptr && config::verifyMeta()) {
+    std::shared_ptr<const AtenCallAttrs> inferred = recorder.inferOnMeta(key);
+    LF_INTERNAL_ASSERT(inferred->outputs == attrs->outputs && inferred->hash == attrs->hash,
+                       traits.name, ": a meta template's outputs differ from the meta kernel's");
+  }
+  if (attrs != nullptr) {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.entries.emplace(key, attrs);
+    return attrs;
+  }
   try {
     attrs = recorder.inferOnMeta(key);
   } catch (const c10::NotImplementedError&) {
@@ -68,6 +83,7 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
   metrics::meta_cache_miss.add();
   checkLaxMetaOnCpu(op, traits, args);
   if (traits.probes_stand_ins) raiseEagerErrorOnStandIns(op, args, /*one_per_dim=*/true);
+  if (shapes) observeMeta(*shapes, *attrs);
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, attrs);
   return attrs;

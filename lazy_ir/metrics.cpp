@@ -92,6 +92,7 @@ Counter& uncached_compile = *new Counter("UncachedCompile");
 Counter& graphs_executed = *new Counter("GraphsExecuted");
 Counter& graph_nodes = *new Counter("GraphNodes");
 Counter& meta_cache_miss = *new Counter("MetaCacheMiss");
+Counter& meta_template_hits = *new Counter("MetaTemplateHits");
 Counter& transfers_in = *new Counter("TransferToLazy");
 Counter& transfers_out = *new Counter("TransferFromLazy");
 Counter& eager_fallbacks = *new Counter("EagerFallback");

@@ -66,21 +66,22 @@ std::vector<std::pair<std::string, int64_t>> metricsSnapshot();
 void resetMetrics();
 
 namespace metrics {
-extern Counter& mark_steps;         // MarkStep: mark_step calls (lazyfuse's or torch._lazy's)
-extern Counter& tensors_created;    // CreateLtcTensor: lazy tensor values made (LazyData)
-extern Counter& tensors_destroyed;  // DestroyLtcTensor: lazy tensor values freed
-extern Counter& ops_recorded;       // OpsRecorded: nodes recorded into the trace
-extern Counter& cached_compile;     // CachedCompile: syncs served from the graph cache
-extern Counter& uncached_compile;   // UncachedCompile: graphs lowered anew
-extern Counter& graphs_executed;    // GraphsExecuted
-extern Counter& graph_nodes;        // GraphNodes: nodes over all executed graphs
-extern Counter& meta_cache_miss;    // MetaCacheMiss: ops inferred on Meta
-extern Counter& transfers_in;       // TransferToLazy
-extern Counter& transfers_out;      // TransferFromLazy
-extern Counter& eager_fallbacks;    // EagerFallback: all aten::<op> together
-extern Counter& kernels_compiled;   // KernelsCompiled: fused kernels built by the compiler
-extern Counter& kernels_launched;   // KernelsLaunched: fused kernel steps run
-extern Counter& kernel_disk_hits;   // KernelDiskCacheHits: fused kernels loaded from the disk cache
+extern Counter& mark_steps;          // MarkStep: mark_step calls (lazyfuse's or torch._lazy's)
+extern Counter& tensors_created;     // CreateLtcTensor: lazy tensor values made (LazyData)
+extern Counter& tensors_destroyed;   // DestroyLtcTensor: lazy tensor values freed
+extern Counter& ops_recorded;        // OpsRecorded: nodes recorded into the trace
+extern Counter& cached_compile;      // CachedCompile: syncs served from the graph cache
+extern Counter& uncached_compile;    // UncachedCompile: graphs lowered anew
+extern Counter& graphs_executed;     // GraphsExecuted
+extern Counter& graph_nodes;         // GraphNodes: nodes over all executed graphs
+extern Counter& meta_cache_miss;     // MetaCacheMiss: ops inferred on Meta
+extern Counter& meta_template_hits;  // MetaTemplateHits: meta-cache misses served by a template
+extern Counter& transfers_in;        // TransferToLazy
+extern Counter& transfers_out;       // TransferFromLazy
+extern Counter& eager_fallbacks;     // EagerFallback: all aten::<op> together
+extern Counter& kernels_compiled;    // KernelsCompiled: fused kernels built by the compiler
+extern Counter& kernels_launched;    // KernelsLaunched: fused kernel steps run
+extern Counter& kernel_disk_hits;  // KernelDiskCacheHits: fused kernels loaded from the disk cache
 // KernelsReused: fused kernels of a new graph run by functions compiled before; DynamicKernelHits:
 // those of them run with other constants as arguments; KernelsGeneralized: generic kernels
 // compiled for a family seen with other constants (Note [Shape-generic kernels]).

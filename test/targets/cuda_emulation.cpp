@@ -56,12 +56,26 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 static inline float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
 static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
-static inline float lf_emu_h2f(unsigned short h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
+// Half conversions in integer arithmetic, as PTX's cvt does them (round to nearest even): g++ 12
+// may drop a float -> _Float16 -> float round trip it vectorizes (its C++ excess precision).
+static inline float lf_emu_h2f(unsigned short h) {
+  const unsigned int sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24
+    return __uint_as_float(__float_as_uint((float)mantissa * 5.9604644775390625e-8f) | sign);
+  }
+  const unsigned int biased = exponent == 31 ? 0xffu : exponent + 112u;
+  return __uint_as_float(sign | (biased << 23) | (mantissa << 13));
+}
 static inline unsigned short lf_emu_f2h(float f) {
-  _Float16 h = (_Float16)f;
-  unsigned short bits;
-  memcpy(&bits, &h, 2);
-  return bits;
+  const unsigned int bits = __float_as_uint(f);
+  const unsigned int sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
+  if (magnitude >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);  // 65520 and up: inf
+  if (magnitude < 0x38800000u) {  // below 2^-14: a multiple of 2^-24, rounded to nearest even
+    return (unsigned short)(sign | (unsigned int)rintf(__uint_as_float(magnitude) * 16777216.0f));
+  }
+  const unsigned int rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
+  return (unsigned short)(sign | ((rounded - 0x38000000u) >> 13));
 }
 /// Lane `src` of the caller's warp (width-lane segments as CUDA's width argument).
 template <class T> static T lf_emu_exchange(T v, int src) {

@@ -1,0 +1,285 @@
+#include "backend/meta_templates.h"
+
+#include "backend/lax_meta.h"
+#include "backend/lazy_tensor.h"
+#include "lazy_ir/metrics.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace lazyfuse {
+
+// Note [Size-generic meta]
+// A call's output dtypes and shapes come from its op's meta kernel, cached under the call's
+// input metadata (Note [Meta cache]). A program whose sizes vary misses that cache at every new
+// size, and many meta kernels are Python (torch._refs and torch._decomp: softmax's backward,
+// pow, sum), at 0.1-0.5 ms a call: most of what a new size cost before its kernels were found
+// (Note [Shape-generic kernels]). So for the ops whose outputs follow from their inputs' sizes by
+// equalities (pointwise ops, reductions, softmax and matrix products: hasSizeGenericMeta), meta
+// results are also kept as templates, under a generic key: the op, the dtypes and ranks of its
+// inputs, which of their sizes are 1, its constants and parameter kinds, but not the other
+// sizes. Only calls whose inputs are contiguous and have no size 0 take part, and only results
+// that are contiguous.
+// - A template learns from the calls it sees inferred on Meta (up to kMaxObservations): the
+//   equalities between input sizes that held in every one, and for each output size the input
+//   size it equalled in every one (or 1, where it was always 1). No source for an output size
+//   ends the template: calls of that key are inferred on Meta from then on.
+// - It serves calls once it has seen two different input sizes: a call whose sizes keep every
+//   equality gets outputs of its sources' sizes, contiguous, without a meta kernel. A call that
+//   breaks one (a square matrix seen twice, then a wide one; or a real size mismatch) is
+//   inferred on Meta, which raises eager's error where there is one, and teaches the template.
+// A generalization could only be wrong if an output size equalled an input size in two calls
+// of different sizes by chance, which the ops taking part rule out. LAZYFUSE_VERIFY_META=1
+// infers every served call on Meta too and fails on a difference; the test suites pass with it.
+// Counted by MetaTemplateHits.
+
+namespace {
+
+constexpr size_t kMaxObservations = 8;
+
+struct Observation {
+  std::vector<std::vector<int64_t>> inputs;
+  std::vector<std::vector<int64_t>> outputs;
+};
+
+struct InputDim {
+  uint32_t input;
+  uint32_t dim;
+};
+
+struct Source {
+  int32_t flat = -1;  // index into MetaTemplate::dims, or -1 for the size 1
+};
+
+struct MetaTemplate {
+  bool ended = false;
+  std::shared_ptr<const AtenCallAttrs> first;  // the first call's attrs: slots, returns, dtypes
+  std::vector<Observation> seen;
+  std::vector<InputDim> dims;  // every input dim, flattened
+  // Derived once two calls of different sizes were seen:
+  bool serves = false;
+  std::vector<std::pair<int32_t, int32_t>> equal;  // flat dims equal in every call seen
+  std::vector<std::vector<Source>> sources;        // per output, per dim
+};
+
+struct Templates {
+  std::mutex mutex;
+  std::unordered_map<HashValue, MetaTemplate> entries;
+};
+
+Templates& templates() {
+  static Templates* instance = new Templates();
+  return *instance;
+}
+
+std::vector<int64_t> contiguousStrides(c10::IntArrayRef sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+bool anyZero(c10::IntArrayRef sizes) {
+  for (int64_t s : sizes) {
+    if (s == 0) return true;
+  }
+  return false;
+}
+
+int64_t sizeAt(const std::vector<std::vector<int64_t>>& inputs, const InputDim& d) {
+  return inputs[d.input][d.dim];
+}
+
+/// Derives equalities and sources from every call seen; false when an output size has no source.
+bool derive(MetaTemplate& t) {
+  t.equal.clear();
+  t.sources.clear();
+  const auto n = static_cast<int32_t>(t.dims.size());
+  auto equalEverywhere = [&](auto&& value_a, auto&& value_b) {
+    for (const Observation& o : t.seen) {
+      if (value_a(o) != value_b(o)) return false;
+    }
+    return true;
+  };
+  for (int32_t p = 0; p < n; ++p) {
+    for (int32_t q = p + 1; q < n; ++q) {
+      if (equalEverywhere([&](const Observation& o) { return sizeAt(o.inputs, t.dims[p]); },
+                          [&](const Observation& o) { return sizeAt(o.inputs, t.dims[q]); })) {
+        t.equal.emplace_back(p, q);
+      }
+    }
+  }
+  const Observation& first = t.seen.front();
+  for (size_t out = 0; out < first.outputs.size(); ++out) {
+    std::vector<Source> dims;
+    for (size_t d = 0; d < first.outputs[out].size(); ++d) {
+      auto output = [&](const Observation& o) { return o.outputs[out][d]; };
+      Source source;
+      for (int32_t p = 0; p < n && source.flat < 0; ++p) {
+        if (equalEverywhere(output,
+                            [&](const Observation& o) { return sizeAt(o.inputs, t.dims[p]); })) {
+          source.flat = p;
+        }
+      }
+      if (source.flat < 0 && !equalEverywhere(output, [](const Observation&) { return 1; })) {
+        return false;
+      }
+      dims.push_back(source);
+    }
+    t.sources.push_back(std::move(dims));
+  }
+  return true;
+}
+
+bool keepsEqualities(const MetaTemplate& t, const std::vector<std::vector<int64_t>>& inputs) {
+  for (const auto& [p, q] : t.equal) {
+    if (sizeAt(inputs, t.dims[p]) != sizeAt(inputs, t.dims[q])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool hasSizeGenericMeta(const c10::OperatorHandle& op, const OpTraits& traits) {
+  static const std::set<std::string> by_name = {"aten::_softmax",
+                                                "aten::_log_softmax",
+                                                "aten::_softmax_backward_data",
+                                                "aten::_log_softmax_backward_data",
+                                                "aten::mm",
+                                                "aten::bmm",
+                                                "aten::addmm"};
+  if (traits.eager || traits.view_op || traits.scatters_into_self) return false;
+  if (traits.aux_outputs != AuxOutputs::kSameAsMeta) return false;
+  if (op.hasTag(at::Tag::nondeterministic_seeded) || isLaxMeta(op)) return false;
+  for (uint8_t generator : traits.generator_arg) {
+    if (generator) return false;
+  }
+  return op.hasTag(at::Tag::pointwise) || op.hasTag(at::Tag::reduction) ||
+         by_name.count(op.schema().name()) > 0;
+}
+
+std::optional<CallShapes> callShapes(const OpTraits& traits, const torch::jit::Stack& args) {
+  if (!traits.generic_meta) return std::nullopt;
+  CallShapes shapes;
+  HashValue g = traits.name_hash;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = args[i];
+    g = hashCombine(g, i);
+    // Tensor lists and optional tensor lists (int and float lists are constants, below).
+    if (v.isTensorList() || v.isGenerator() ||
+        (v.isList() && !traits.scalar_arg[i] && !v.isIntList() && !v.isDoubleList() &&
+         !v.isBoolList())) {
+      return std::nullopt;
+    }
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) {
+        g = hashCombine(g, 0x0defULL);
+        continue;
+      }
+      const LazyTensorImpl* impl = lazyImpl(t);
+      if (impl == nullptr) {  // a 0-dim CPU tensor parameter, as CallRecorder::scanTensor
+        g = hashCombine(hashCombine(g, static_cast<HashValue>(t.scalar_type()) + 0x5ca1a),
+                        t.unsafeGetTensorImpl()->is_wrapped_number());
+        continue;
+      }
+      const c10::IntArrayRef sizes = impl->sizes();
+      if (anyZero(sizes) || impl->traceStrides() != c10::IntArrayRef(contiguousStrides(sizes))) {
+        return std::nullopt;
+      }
+      g = hashCombine(hashCombine(g, static_cast<HashValue>(t.scalar_type())), sizes.size());
+      for (int64_t s : sizes) g = hashCombine(g, s == 1);
+      shapes.inputs.push_back(sizes.vec());
+      continue;
+    }
+    if (traits.scalar_arg[i] && !traits.scalars_are_constants) {
+      g = hashCombine(g, hashString(v.tagKind()));
+      if (v.isList()) {
+        g = hashCombine(g, v.toListRef().size());
+        for (const c10::IValue& entry : v.toListRef())
+          g = hashCombine(g, hashString(entry.tagKind()));
+      }
+      continue;
+    }
+    g = hashIValue(g, v);
+  }
+  if (shapes.inputs.empty()) return std::nullopt;
+  shapes.generic = g;
+  return shapes;
+}
+
+std::shared_ptr<const AtenCallAttrs> fromMetaTemplate(const CallShapes& shapes, HashValue key) {
+  std::shared_ptr<AtenCallAttrs> attrs;
+  {
+    Templates& all = templates();
+    std::lock_guard<std::mutex> lock(all.mutex);
+    auto it = all.entries.find(shapes.generic);
+    if (it == all.entries.end()) return nullptr;
+    const MetaTemplate& t = it->second;
+    if (t.ended || !t.serves || !keepsEqualities(t, shapes.inputs)) return nullptr;
+    attrs = std::make_shared<AtenCallAttrs>(*t.first);
+    for (size_t out = 0; out < t.sources.size(); ++out) {
+      TensorMeta& meta = attrs->outputs[out];
+      for (size_t d = 0; d < t.sources[out].size(); ++d) {
+        const Source& s = t.sources[out][d];
+        meta.sizes[d] = s.flat < 0 ? 1 : sizeAt(shapes.inputs, t.dims[s.flat]);
+      }
+      meta.strides = contiguousStrides(meta.sizes);
+    }
+  }
+  attrs->finalize();
+  attrs->hash = hashCombine(attrs->hash, key);  // as CallRecorder::inferOnMeta
+  metrics::meta_template_hits.add();
+  return attrs;
+}
+
+void observeMeta(const CallShapes& shapes, const AtenCallAttrs& attrs) {
+  Observation seen{shapes.inputs, {}};
+  bool usable = true;
+  for (const TensorMeta& meta : attrs.outputs) {
+    usable = usable && !anyZero(meta.sizes) && meta.strides == contiguousStrides(meta.sizes);
+    seen.outputs.push_back(meta.sizes);
+  }
+  Templates& all = templates();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  MetaTemplate& t = all.entries[shapes.generic];
+  if (t.ended || t.seen.size() >= kMaxObservations) return;
+  if (!usable) {
+    t.ended = true;
+    return;
+  }
+  if (t.first == nullptr) {
+    t.first = std::make_shared<AtenCallAttrs>(attrs);
+    for (uint32_t i = 0; i < shapes.inputs.size(); ++i) {
+      for (uint32_t d = 0; d < shapes.inputs[i].size(); ++d) t.dims.push_back({i, d});
+    }
+  } else {
+    // The generic key fixes ranks and slots; dtypes and output ranks must agree too.
+    bool same = attrs.outputs.size() == t.first->outputs.size();
+    for (size_t k = 0; same && k < attrs.outputs.size(); ++k) {
+      same = attrs.outputs[k].dtype == t.first->outputs[k].dtype &&
+             attrs.outputs[k].sizes.size() == t.first->outputs[k].sizes.size();
+    }
+    if (!same) {
+      t.ended = true;
+      return;
+    }
+  }
+  for (const Observation& o : t.seen) {
+    if (o.inputs == seen.inputs) return;
+  }
+  t.seen.push_back(std::move(seen));
+  if (t.seen.size() < 2) return;
+  t.serves = derive(t);
+  t.ended = !t.serves;
+}
+
+}  // namespace lazyfuse
