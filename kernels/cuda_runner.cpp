@@ -12,7 +12,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
+#include <utility>
 
 namespace lazyfuse {
 namespace {
@@ -121,21 +124,55 @@ int cudaArch(c10::Device device) {
          attribute(api, kCuDeviceAttributeComputeCapabilityMinor, device);
 }
 
+namespace {
+
+// Note [Loaded CUDA modules]
+// Plans of new sizes render a source NVRTC compiled before (Note [Shape-generic kernels]), so many
+// plans share one binary. Each binary is loaded once per device (cuModuleLoadData, then each
+// function and its occupancy looked up once) and stays loaded for the process, as before; a plan's
+// CudaModule holds that module's handles with its own launch shapes. Loading a module for every
+// plan cost a new size a module load and kept one more copy of the same code on the device.
+struct LoadedModule {
+  CuModule module = nullptr;
+  std::map<std::string, CuFunction> functions;
+  std::map<std::pair<std::string, int>, int> max_blocks;  // (function, block) -> blocks
+};
+
+struct LoadedModules {
+  std::mutex mutex;
+  std::map<std::pair<std::string, c10::DeviceIndex>, LoadedModule> entries;  // (binary key, device)
+};
+
+LoadedModules& loadedModules() {
+  static LoadedModules* const instance = new LoadedModules();
+  return *instance;
+}
+
+}  // namespace
+
 std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary, const CudaSource& source,
                                                  c10::Device device) {
   const CudaDriverApi& api = driver();
   c10::DeviceGuard guard(device);
   makeContextCurrent(api, device);
-  CuModule module = nullptr;
-  LF_CU_CHECK(api, cuModuleLoadData(&module, binary.image.data()));
+  LoadedModules& loaded = loadedModules();
+  std::lock_guard<std::mutex> lock(loaded.mutex);
+  LoadedModule fresh;
+  // A binary without a key (none of the compiler's) is loaded for this plan alone.
+  LoadedModule& entry = binary.key.empty() ? fresh : loaded.entries[{binary.key, device.index()}];
+  if (entry.module == nullptr)
+    LF_CU_CHECK(api, cuModuleLoadData(&entry.module, binary.image.data()));
   const int sms = attribute(api, kCuDeviceAttributeMultiprocessorCount, device);
   auto result = std::make_shared<CudaModule>();
   result->device = device;
-  result->module = module;
+  result->module = entry.module;
   auto function = [&](const std::string& name) -> void* {
     if (name.empty()) return nullptr;
+    auto it = entry.functions.find(name);
+    if (it != entry.functions.end()) return it->second;
     CuFunction f = nullptr;
-    LF_CU_CHECK(api, cuModuleGetFunction(&f, module, name.c_str()));
+    LF_CU_CHECK(api, cuModuleGetFunction(&f, entry.module, name.c_str()));
+    entry.functions.emplace(name, f);
     return f;
   };
   for (const CudaLaunchShape& shape : source.kernels) {
@@ -144,10 +181,14 @@ std::shared_ptr<const CudaModule> loadCudaModule(const CudaBinary& binary, const
     handle.function = function(shape.name);
     handle.vector_function = function(shape.vector_name);
     if (handle.function) {
-      int per_sm = 0;
-      LF_CU_CHECK(api, cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                           &per_sm, static_cast<CuFunction>(handle.function), shape.block, 0));
-      handle.max_blocks = std::max(1, per_sm) * std::max(1, sms);
+      auto [it, added] = entry.max_blocks.try_emplace({shape.name, shape.block}, 0);
+      if (added) {
+        int per_sm = 0;
+        LF_CU_CHECK(api, cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                             &per_sm, static_cast<CuFunction>(handle.function), shape.block, 0));
+        it->second = std::max(1, per_sm) * std::max(1, sms);
+      }
+      handle.max_blocks = it->second;
     }
     result->kernels.push_back(std::move(handle));
   }
