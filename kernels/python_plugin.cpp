@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
+#include <atomic>
 #include <string>
 
 namespace lazyfuse {
@@ -35,15 +35,14 @@ void* pythonPluginFunction(const char* name) {
 
 void initPythonDevice(c10::DeviceType type) {
   if (type == c10::DeviceType::CPU) return;
-  static std::mutex mutex;
-  static bool done[static_cast<int>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)] = {};
-  std::lock_guard<std::mutex> lock(mutex);
-  bool& is_done = done[static_cast<int>(type)];
-  if (is_done) return;
+  // No lock around the call into Python: torch.cuda._lazy_init has its own, and runs once.
+  static std::atomic<bool> done[static_cast<int>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)];
+  std::atomic<bool>& is_done = done[static_cast<int>(type)];
+  if (is_done.load(std::memory_order_acquire)) return;
   using Init = void (*)(const char*);
   auto init = reinterpret_cast<Init>(pythonPluginFunction("lazyfuse_python_device_init"));
   if (init != nullptr) init(c10::DeviceTypeName(type, /*lower_case=*/true).c_str());
-  is_done = true;  // not when init threw: the next read asks again
+  is_done.store(true, std::memory_order_release);  // not when init threw: the next read asks again
 }
 
 }  // namespace lazyfuse
