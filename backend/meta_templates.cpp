@@ -20,11 +20,11 @@ namespace lazyfuse {
 // size, and many meta kernels are Python (torch._refs and torch._decomp: softmax's backward,
 // pow, sum), at 0.1-0.5 ms a call: most of what a new size cost before its kernels were found
 // (Note [Shape-generic kernels]). So for the ops whose outputs follow from their inputs' sizes by
-// equalities (pointwise ops, reductions, softmax and matrix products: hasSizeGenericMeta), meta
-// results are also kept as templates, under a generic key: the op, the dtypes and ranks of its
-// inputs, which of their sizes are 1, its constants and parameter kinds, but not the other
-// sizes. Only calls whose inputs are contiguous and have no size 0 take part, and only results
-// that are contiguous.
+// equalities (pointwise ops, reductions, softmax, LayerNorm and matrix products:
+// hasSizeGenericMeta), meta results are also kept as templates, under a generic key: the op, the
+// dtypes and ranks of its inputs, which of their sizes are 1, its constants and parameter kinds,
+// but not the other sizes. Only calls whose inputs are contiguous and have no size 0 take part,
+// and only results that are contiguous.
 // - A template learns from the calls it sees inferred on Meta (up to kMaxObservations): the
 //   equalities between input sizes that held in every one, and for each output size the input
 //   size it equalled in every one (or 1, where it was always 1). No source for an output size
@@ -153,11 +153,16 @@ bool hasSizeGenericMeta(const c10::OperatorHandle& op, const OpTraits& traits) {
                                                 "aten::_log_softmax",
                                                 "aten::_softmax_backward_data",
                                                 "aten::_log_softmax_backward_data",
+                                                "aten::native_layer_norm",
+                                                "aten::native_layer_norm_backward",
                                                 "aten::mm",
                                                 "aten::bmm",
                                                 "aten::addmm"};
   if (traits.eager || traits.view_op || traits.scatters_into_self) return false;
-  if (traits.aux_outputs != AuxOutputs::kSameAsMeta) return false;
+  // native_layer_norm's statistics are corrected after Meta (Note [Aux outputs on the CPU]) by
+  // dtypes and constants alone: the template learns the corrected outputs.
+  const bool layer_norm = op.schema().name() == "aten::native_layer_norm";
+  if (traits.aux_outputs != AuxOutputs::kSameAsMeta && !layer_norm) return false;
   if (op.hasTag(at::Tag::nondeterministic_seeded) || isLaxMeta(op)) return false;
   for (uint8_t generator : traits.generator_arg) {
     if (generator) return false;
