@@ -60,6 +60,20 @@ at::Tensor upload(const at::Tensor& tensor) {
 
 }  // namespace
 
+HashValue hashCpuScalarParam(HashValue h, const at::Tensor& scalar) {
+  return hashCombine(hashCombine(h, static_cast<HashValue>(scalar.scalar_type()) + 0x5ca1a),
+                     scalar.unsafeGetTensorImpl()->is_wrapped_number());
+}
+
+HashValue hashParamKind(HashValue h, const c10::IValue& param) {
+  h = hashCombine(h, hashString(param.tagKind()));
+  if (!param.isList()) return h;
+  h = hashCombine(h, param.toListRef().size());
+  for (const c10::IValue& entry : param.toListRef())
+    h = hashCombine(h, hashString(entry.tagKind()));
+  return h;
+}
+
 HashValue CallRecorder::scan() {
   key_ = traits_.name_hash;
   for (size_t i = 0; i < args_.size(); ++i) scanArg(i);
@@ -120,8 +134,7 @@ void CallRecorder::scanTensor(const at::Tensor& t, size_t i) {
   }
   if (isCpuScalar(t) && !traits_.written[i]) {
     params_.push_back(t);
-    key_ = hashCombine(hashCombine(key_, static_cast<HashValue>(t.scalar_type()) + 0x5ca1a),
-                       t.unsafeGetTensorImpl()->is_wrapped_number());
+    key_ = hashCpuScalarParam(key_, t);
     return;
   }
   addInput(t, i);
@@ -137,15 +150,9 @@ void CallRecorder::scanArg(size_t i) {
   if (traits_.generator_arg[i]) v = recordedGenerator(v);
   if (traits_.generator_arg[i] || (traits_.scalar_arg[i] && !traits_.scalars_are_constants)) {
     params_.push_back(v);
-    key_ = hashCombine(key_, hashString(v.tagKind()));
     // A Scalar[]'s entries are parameters too, but their kinds (int, float, bool, complex)
     // decide output dtypes and kernel code, as a Scalar's kind does.
-    if (v.isList()) {
-      key_ = hashCombine(key_, v.toListRef().size());
-      for (const c10::IValue& entry : v.toListRef()) {
-        key_ = hashCombine(key_, hashString(entry.tagKind()));
-      }
-    }
+    key_ = hashParamKind(key_, v);
     return;
   }
   if (v.isDevice()) v = c10::IValue(toHardware(v.toDevice()));

@@ -10,12 +10,12 @@
 
 namespace lazyfuse {
 
-/// For an op of the lax list (or its in-place or out= variant), runs the call on the CPU on
-/// stand-ins of the lazy tensors' sizes when they are small, so that it raises eager's error;
-/// nothing for any other op. Callers run it once per call metadata (on a cache miss).
 /// Whether the op's meta kernel misses checks its CPU kernel makes (Note [Lax meta kernels]).
 bool isLaxMeta(const c10::OperatorHandle& op);
 
+/// For an op of the lax list (or its in-place or out= variant), runs the call on the CPU on
+/// stand-ins of the lazy tensors' sizes when they are small, so that it raises eager's error;
+/// nothing for any other op. Callers run it once per call metadata (on a cache miss).
 void checkLaxMetaOnCpu(const c10::OperatorHandle& op, const OpTraits& traits,
                        const torch::jit::Stack& args);
 

@@ -1,11 +1,14 @@
 #include "backend/meta_templates.h"
 
+#include "backend/detail/call_recorder.h"
 #include "backend/lax_meta.h"
 #include "backend/lazy_tensor.h"
 #include "lazy_ir/metrics.h"
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/strides.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <string>
@@ -52,19 +55,14 @@ struct InputDim {
   uint32_t dim;
 };
 
-struct Source {
-  int32_t flat = -1;  // index into MetaTemplate::dims, or -1 for the size 1
-};
-
 struct MetaTemplate {
   bool ended = false;
   std::shared_ptr<const AtenCallAttrs> first;  // the first call's attrs: slots, returns, dtypes
   std::vector<Observation> seen;
   std::vector<InputDim> dims;  // every input dim, flattened
-  // Derived once two calls of different sizes were seen:
-  bool serves = false;
+  // Derived from `seen`; a template serves calls once it has seen two sizes and has not ended.
   std::vector<std::pair<int32_t, int32_t>> equal;  // flat dims equal in every call seen
-  std::vector<std::vector<Source>> sources;        // per output, per dim
+  std::vector<std::vector<int32_t>> sources;       // per output, per dim: a flat dim, or -1 for 1
 };
 
 struct Templates {
@@ -77,21 +75,12 @@ Templates& templates() {
   return *instance;
 }
 
-std::vector<int64_t> contiguousStrides(c10::IntArrayRef sizes) {
-  std::vector<int64_t> strides(sizes.size());
-  int64_t stride = 1;
-  for (size_t d = sizes.size(); d-- > 0;) {
-    strides[d] = stride;
-    stride *= std::max<int64_t>(sizes[d], 1);
-  }
-  return strides;
+bool isContiguous(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  return strides == c10::IntArrayRef(c10::contiguous_strides(sizes));
 }
 
 bool anyZero(c10::IntArrayRef sizes) {
-  for (int64_t s : sizes) {
-    if (s == 0) return true;
-  }
-  return false;
+  return std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
 }
 
 int64_t sizeAt(const std::vector<std::vector<int64_t>>& inputs, const InputDim& d) {
@@ -119,17 +108,17 @@ bool derive(MetaTemplate& t) {
   }
   const Observation& first = t.seen.front();
   for (size_t out = 0; out < first.outputs.size(); ++out) {
-    std::vector<Source> dims;
+    std::vector<int32_t> dims;
     for (size_t d = 0; d < first.outputs[out].size(); ++d) {
       auto output = [&](const Observation& o) { return o.outputs[out][d]; };
-      Source source;
-      for (int32_t p = 0; p < n && source.flat < 0; ++p) {
+      int32_t source = -1;
+      for (int32_t p = 0; p < n && source < 0; ++p) {
         if (equalEverywhere(output,
                             [&](const Observation& o) { return sizeAt(o.inputs, t.dims[p]); })) {
-          source.flat = p;
+          source = p;
         }
       }
-      if (source.flat < 0 && !equalEverywhere(output, [](const Observation&) { return 1; })) {
+      if (source < 0 && !equalEverywhere(output, [](const Observation&) { return 1; })) {
         return false;
       }
       dims.push_back(source);
@@ -192,12 +181,11 @@ std::optional<CallShapes> callShapes(const OpTraits& traits, const torch::jit::S
       }
       const LazyTensorImpl* impl = lazyImpl(t);
       if (impl == nullptr) {  // a 0-dim CPU tensor parameter, as CallRecorder::scanTensor
-        g = hashCombine(hashCombine(g, static_cast<HashValue>(t.scalar_type()) + 0x5ca1a),
-                        t.unsafeGetTensorImpl()->is_wrapped_number());
+        g = detail::hashCpuScalarParam(g, t);
         continue;
       }
       const c10::IntArrayRef sizes = impl->sizes();
-      if (anyZero(sizes) || impl->traceStrides() != c10::IntArrayRef(contiguousStrides(sizes))) {
+      if (anyZero(sizes) || !isContiguous(sizes, impl->traceStrides())) {
         return std::nullopt;
       }
       g = hashCombine(hashCombine(g, static_cast<HashValue>(t.scalar_type())), sizes.size());
@@ -206,12 +194,7 @@ std::optional<CallShapes> callShapes(const OpTraits& traits, const torch::jit::S
       continue;
     }
     if (traits.scalar_arg[i] && !traits.scalars_are_constants) {
-      g = hashCombine(g, hashString(v.tagKind()));
-      if (v.isList()) {
-        g = hashCombine(g, v.toListRef().size());
-        for (const c10::IValue& entry : v.toListRef())
-          g = hashCombine(g, hashString(entry.tagKind()));
-      }
+      g = detail::hashParamKind(g, v);
       continue;
     }
     g = hashIValue(g, v);
@@ -229,15 +212,16 @@ std::shared_ptr<const AtenCallAttrs> fromMetaTemplate(const CallShapes& shapes, 
     auto it = all.entries.find(shapes.generic);
     if (it == all.entries.end()) return nullptr;
     const MetaTemplate& t = it->second;
-    if (t.ended || !t.serves || !keepsEqualities(t, shapes.inputs)) return nullptr;
+    if (t.ended || t.seen.size() < 2 || !keepsEqualities(t, shapes.inputs)) return nullptr;
     attrs = std::make_shared<AtenCallAttrs>(*t.first);
     for (size_t out = 0; out < t.sources.size(); ++out) {
       TensorMeta& meta = attrs->outputs[out];
       for (size_t d = 0; d < t.sources[out].size(); ++d) {
-        const Source& s = t.sources[out][d];
-        meta.sizes[d] = s.flat < 0 ? 1 : sizeAt(shapes.inputs, t.dims[s.flat]);
+        const int32_t source = t.sources[out][d];
+        meta.sizes[d] = source < 0 ? 1 : sizeAt(shapes.inputs, t.dims[source]);
       }
-      meta.strides = contiguousStrides(meta.sizes);
+      const c10::DimVector strides = c10::contiguous_strides(meta.sizes);
+      meta.strides.assign(strides.begin(), strides.end());
     }
   }
   attrs->finalize();
@@ -246,11 +230,11 @@ std::shared_ptr<const AtenCallAttrs> fromMetaTemplate(const CallShapes& shapes, 
   return attrs;
 }
 
-void observeMeta(const CallShapes& shapes, const AtenCallAttrs& attrs) {
+void observeMeta(const CallShapes& shapes, std::shared_ptr<const AtenCallAttrs> attrs) {
   Observation seen{shapes.inputs, {}};
   bool usable = true;
-  for (const TensorMeta& meta : attrs.outputs) {
-    usable = usable && !anyZero(meta.sizes) && meta.strides == contiguousStrides(meta.sizes);
+  for (const TensorMeta& meta : attrs->outputs) {
+    usable = usable && !anyZero(meta.sizes) && isContiguous(meta.sizes, meta.strides);
     seen.outputs.push_back(meta.sizes);
   }
   Templates& all = templates();
@@ -262,16 +246,16 @@ void observeMeta(const CallShapes& shapes, const AtenCallAttrs& attrs) {
     return;
   }
   if (t.first == nullptr) {
-    t.first = std::make_shared<AtenCallAttrs>(attrs);
+    t.first = std::move(attrs);
     for (uint32_t i = 0; i < shapes.inputs.size(); ++i) {
       for (uint32_t d = 0; d < shapes.inputs[i].size(); ++d) t.dims.push_back({i, d});
     }
   } else {
     // The generic key fixes ranks and slots; dtypes and output ranks must agree too.
-    bool same = attrs.outputs.size() == t.first->outputs.size();
-    for (size_t k = 0; same && k < attrs.outputs.size(); ++k) {
-      same = attrs.outputs[k].dtype == t.first->outputs[k].dtype &&
-             attrs.outputs[k].sizes.size() == t.first->outputs[k].sizes.size();
+    bool same = attrs->outputs.size() == t.first->outputs.size();
+    for (size_t k = 0; same && k < attrs->outputs.size(); ++k) {
+      same = attrs->outputs[k].dtype == t.first->outputs[k].dtype &&
+             attrs->outputs[k].sizes.size() == t.first->outputs[k].sizes.size();
     }
     if (!same) {
       t.ended = true;
@@ -282,9 +266,7 @@ void observeMeta(const CallShapes& shapes, const AtenCallAttrs& attrs) {
     if (o.inputs == seen.inputs) return;
   }
   t.seen.push_back(std::move(seen));
-  if (t.seen.size() < 2) return;
-  t.serves = derive(t);
-  t.ended = !t.serves;
+  if (t.seen.size() >= 2) t.ended = !derive(t);
 }
 
 }  // namespace lazyfuse

@@ -23,7 +23,8 @@ struct CallShapes {
 };
 
 /// Whether the outputs of `op` follow from its inputs' sizes by equalities (pointwise ops,
-/// reductions, softmax, matrix products): the ops whose meta results may be generalized.
+/// reductions, softmax, LayerNorm, matrix products): the ops whose meta results may be
+/// generalized.
 bool hasSizeGenericMeta(const c10::OperatorHandle& op, const OpTraits& traits);
 
 /// The call's generic key and input sizes (after CallRecorder::scan, which moved CPU tensors the
@@ -36,6 +37,6 @@ std::optional<CallShapes> callShapes(const OpTraits& traits, const torch::jit::S
 std::shared_ptr<const AtenCallAttrs> fromMetaTemplate(const CallShapes& shapes, HashValue key);
 
 /// Adds what meta inference gave for a call of these shapes to its template.
-void observeMeta(const CallShapes& shapes, const AtenCallAttrs& attrs);
+void observeMeta(const CallShapes& shapes, std::shared_ptr<const AtenCallAttrs> attrs);
 
 }  // namespace lazyfuse

@@ -83,7 +83,7 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
   metrics::meta_cache_miss.add();
   checkLaxMetaOnCpu(op, traits, args);
   if (traits.probes_stand_ins) raiseEagerErrorOnStandIns(op, args, /*one_per_dim=*/true);
-  if (shapes) observeMeta(*shapes, *attrs);
+  if (shapes) observeMeta(*shapes, attrs);
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.entries.emplace(key, attrs);
   return attrs;

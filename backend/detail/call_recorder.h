@@ -18,6 +18,13 @@
 
 namespace lazyfuse::detail {
 
+/// The meta-cache key's part for a 0-dim CPU tensor parameter: its dtype and whether it was a
+/// Python number (its value is a parameter).
+HashValue hashCpuScalarParam(HashValue h, const at::Tensor& scalar);
+/// The meta-cache key's part for a parameter (Scalar, Scalar[], generator): its kind, and a
+/// Scalar[]'s length and entry kinds, not its value.
+HashValue hashParamKind(HashValue h, const c10::IValue& param);
+
 /// Walks the arguments of one call: computes the meta-cache key and collects the node's inputs
 /// and parameters. On a cache miss it also builds the recipe and the Meta stack.
 class CallRecorder {

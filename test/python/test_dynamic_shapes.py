@@ -21,8 +21,8 @@ SIZES = [0, 1, 2, 3, 7, 8, 13, 97, 128, 257, 1000]
 # share a point, the 4-wide variant, 32-bit indices: Note [CUDA kernel structure]), and write a
 # kernel's point count into its code: a sweep that stays in one structure compiles nothing after
 # its second size, as the CPU's does over any sizes. The same holds on a CUDA device.
-EMULATED = (os.environ.get("LAZYFUSE_CUDA_EMULATION", "0") not in ("", "0")
-            or lazyfuse.hardware_device().startswith("cuda"))
+CUDA_RENDERING = (os.environ.get("LAZYFUSE_CUDA_EMULATION", "0") not in ("", "0")
+                  or lazyfuse.hardware_device().startswith("cuda"))
 
 
 @pytest.fixture(autouse=True)
@@ -103,7 +103,7 @@ def test_new_widths_compile_nothing_after_the_second():
     # Constants of their own, so no other test has made these families.
     fn = lambda x, w: ((x * 1.0625 - w).softmax(-1) * 0.375).exp()  # noqa: E731
     g = torch.Generator().manual_seed(2)
-    widths = ([300, 420, 500, 1000, 2048, 640, 700, 257] if EMULATED
+    widths = ([300, 420, 500, 1000, 2048, 640, 700, 257] if CUDA_RENDERING
               else [300, 420, 7, 13, 97, 1000, 2049, 5, 64])
     counts = sweep_builds(fn, widths,
                           lambda n: (torch.randn(24, n, generator=g), torch.randn(n, generator=g)))
@@ -121,7 +121,7 @@ def test_new_row_counts_reuse_kernels():
     counts = sweep_builds(fn, rows,
                           lambda n: (torch.randn(n, 48, generator=g), torch.randn(48, generator=g)))
     # The CPU's code never holds the row count; a CUDA kernel's holds its point count.
-    first = 2 if EMULATED else 1
+    first = 2 if CUDA_RENDERING else 1
     assert counts[first:] == [0] * (len(rows) - first), counts
 
 
@@ -217,7 +217,7 @@ def test_training_over_sequence_lengths_matches_eager_and_stops_compiling():
     lazy.load_state_dict(eager.state_dict())
     lazy.to(LAZY)
     counts = []
-    for t in ((40, 48, 56, 60, 44, 52) if EMULATED else (10, 12, 17, 31, 5, 64)):
+    for t in ((40, 48, 56, 60, 44, 52) if CUDA_RENDERING else (10, 12, 17, 31, 5, 64)):
         x = torch.randn(4, t, 32)
         for model, inp in ((eager, x), (lazy, x.to(LAZY))):
             model.zero_grad()
