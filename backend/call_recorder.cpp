@@ -193,6 +193,12 @@ void CallRecorder::scanOptionalList(size_t i) {
   args_[i] = uploaded;
 }
 
+std::vector<ArgSlot> CallRecorder::slots() const {
+  std::vector<ArgSlot> slots;
+  for (size_t i = 0; i < args_.size(); ++i) slots.push_back(slotFor(i));
+  return slots;
+}
+
 ArgSlot CallRecorder::slotFor(size_t i) const {
   const c10::IValue& v = args_[i];
   ArgSlot slot;

@@ -3,6 +3,8 @@
 #include "backend/detail/call_recorder.h"
 #include "backend/lax_meta.h"
 #include "backend/lazy_tensor.h"
+#include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 #include "lazy_ir/metrics.h"
 
 #include <ATen/core/Tensor.h>
@@ -23,7 +25,7 @@ namespace lazyfuse {
 // size, and many meta kernels are Python (torch._refs and torch._decomp: softmax's backward,
 // pow, sum), at 0.1-0.5 ms a call: most of what a new size cost before its kernels were found
 // (Note [Shape-generic kernels]). So for the ops whose outputs follow from their inputs' sizes by
-// equalities (pointwise ops, reductions, softmax, LayerNorm and matrix products:
+// equalities (pointwise ops, reductions, softmax and matrix products:
 // hasSizeGenericMeta), meta results are also kept as templates, under a generic key: the op, the
 // dtypes and ranks of its inputs, which of their sizes are 1, its constants and parameter kinds,
 // but not the other sizes. Only calls whose inputs are contiguous and have no size 0 take part,
@@ -39,7 +41,10 @@ namespace lazyfuse {
 // A generalization could only be wrong if an output size equalled an input size in two calls
 // of different sizes by chance, which the ops taking part rule out. LAZYFUSE_VERIFY_META=1
 // infers every served call on Meta too and fails on a difference; the test suites pass with it.
-// Counted by MetaTemplateHits.
+// Views, cat and LayerNorm, whose outputs follow from size arguments, take part through shape
+// functions instead (Note [Shape functions]): their size arguments leave the generic key (but for
+// their count and which are 1), and a call whose shape function gives its sizes takes its dtypes
+// and returns from one call of its generic key inferred on Meta. Counted by MetaTemplateHits.
 
 namespace {
 
@@ -135,6 +140,67 @@ bool keepsEqualities(const MetaTemplate& t, const std::vector<std::vector<int64_
   return true;
 }
 
+/// Whether `outputs` are contiguous tensors of these sizes.
+bool contiguousOfSizes(const std::vector<TensorMeta>& outputs, const ShapeList& sizes) {
+  if (outputs.size() != sizes.size()) return false;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (outputs[k].sizes != sizes[k] || !isContiguous(outputs[k].sizes, outputs[k].strides)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Note [Shape functions]: a call inferred on Meta shows the attrs of the calls of its generic key,
+// once its outputs are what the shape function gave.
+void observeShapeFunction(const ShapeList& computed, HashValue generic,
+                          std::shared_ptr<const AtenCallAttrs> attrs) {
+  const bool agrees = contiguousOfSizes(attrs->outputs, computed);
+  LF_INTERNAL_ASSERT(agrees || !config::verifyMeta(), attrs->name,
+                     ": the shape function's sizes differ from the meta kernel's");
+  Templates& all = templates();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  MetaTemplate& t = all.entries[generic];
+  if (!agrees) t.ended = true;
+  if (!t.ended && t.first == nullptr) t.first = std::move(attrs);
+}
+
+/// The attrs of a call whose outputs have the sizes `computed`, from the attrs of an earlier call
+/// of its generic key; nullptr when there is none.
+std::shared_ptr<AtenCallAttrs> fromShapeFunction(const ShapeList& computed, HashValue generic,
+                                                 const detail::CallRecorder& recorder) {
+  std::shared_ptr<const AtenCallAttrs> first;
+  {
+    Templates& all = templates();
+    std::lock_guard<std::mutex> lock(all.mutex);
+    auto it = all.entries.find(generic);
+    if (it == all.entries.end() || it->second.ended) return nullptr;
+    first = it->second.first;
+  }
+  if (first == nullptr || first->outputs.empty()) return nullptr;
+  auto attrs = std::make_shared<AtenCallAttrs>(first->op);
+  attrs->name = first->name;
+  attrs->args = recorder.slots();
+  attrs->returns = first->returns;
+  // A tensor list's length follows the sizes (split, unbind); any other count is fixed.
+  const bool one_list =
+      attrs->returns.size() == 1 && attrs->returns[0].kind == ReturnKind::kTensorList;
+  if (one_list) {
+    attrs->returns[0].count = static_cast<uint32_t>(computed.size());
+  } else if (computed.size() != first->outputs.size()) {
+    return nullptr;
+  }
+  for (size_t k = 0; k < computed.size(); ++k) {
+    TensorMeta meta;
+    meta.dtype = first->outputs[std::min(k, first->outputs.size() - 1)].dtype;
+    meta.sizes = computed[k];
+    const c10::DimVector strides = c10::contiguous_strides(meta.sizes);
+    meta.strides.assign(strides.begin(), strides.end());
+    attrs->outputs.push_back(std::move(meta));
+  }
+  return attrs;
+}
+
 }  // namespace
 
 bool hasSizeGenericMeta(const c10::OperatorHandle& op, const OpTraits& traits) {
@@ -142,21 +208,21 @@ bool hasSizeGenericMeta(const c10::OperatorHandle& op, const OpTraits& traits) {
                                                 "aten::_log_softmax",
                                                 "aten::_softmax_backward_data",
                                                 "aten::_log_softmax_backward_data",
-                                                "aten::native_layer_norm",
-                                                "aten::native_layer_norm_backward",
                                                 "aten::mm",
                                                 "aten::bmm",
                                                 "aten::addmm"};
-  if (traits.eager || traits.view_op || traits.scatters_into_self) return false;
-  // native_layer_norm's statistics are corrected after Meta (Note [Aux outputs on the CPU]) by
-  // dtypes and constants alone: the template learns the corrected outputs.
+  const bool by_function = traits.shape_function != nullptr;  // Note [Shape functions]
+  if (traits.eager || (traits.probes_stand_ins && by_function)) return false;
+  if (!by_function && (traits.view_op || traits.scatters_into_self)) return false;
+  // native_layer_norm's statistics are corrected after Meta (Note [Aux outputs on the CPU]) in
+  // their dtype alone: its shape function gives their sizes, the call inferred on Meta the dtypes.
   const bool layer_norm = op.schema().name() == "aten::native_layer_norm";
   if (traits.aux_outputs != AuxOutputs::kSameAsMeta && !layer_norm) return false;
   if (op.hasTag(at::Tag::nondeterministic_seeded) || isLaxMeta(op)) return false;
   for (uint8_t generator : traits.generator_arg) {
     if (generator) return false;
   }
-  return op.hasTag(at::Tag::pointwise) || op.hasTag(at::Tag::reduction) ||
+  return by_function || op.hasTag(at::Tag::pointwise) || op.hasTag(at::Tag::reduction) ||
          by_name.count(op.schema().name()) > 0;
 }
 
@@ -164,9 +230,37 @@ std::optional<CallShapes> callShapes(const OpTraits& traits, const torch::jit::S
   if (!traits.generic_meta) return std::nullopt;
   CallShapes shapes;
   HashValue g = traits.name_hash;
+  const bool by_function = traits.shape_function != nullptr;
+  // A lazy tensor's dtype, rank, and which of its sizes are 1; false when it takes no part.
+  auto addTensor = [&](const at::Tensor& t) {
+    const LazyTensorImpl* impl = lazyImpl(t);
+    if (impl == nullptr) return false;
+    const c10::IntArrayRef sizes = impl->sizes();
+    if (anyZero(sizes) || !isContiguous(sizes, impl->traceStrides())) return false;
+    g = hashCombine(hashCombine(g, static_cast<HashValue>(t.scalar_type())), sizes.size());
+    for (int64_t s : sizes) g = hashCombine(g, s == 1);
+    shapes.inputs.push_back(sizes.vec());
+    return true;
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = args[i];
     g = hashCombine(g, i);
+    if (by_function && v.isTensorList()) {  // cat's operands
+      const c10::List<at::Tensor> list = v.toTensorList();
+      g = hashCombine(g, list.size());
+      for (const at::Tensor& t : list) {
+        if (!addTensor(t)) return std::nullopt;
+      }
+      continue;
+    }
+    if (by_function && traits.size_arg[i]) {  // its value is left to the shape function
+      if (v.isNone()) g = hashCombine(g, 0x0defULL);
+      if (v.isIntList()) {
+        g = hashCombine(g, v.toIntList().size());
+        for (int64_t s : v.toIntList()) g = hashCombine(g, s == 1);
+      }
+      continue;
+    }
     // Tensor lists and optional tensor lists (int and float lists are constants, below).
     if (v.isTensorList() || v.isGenerator() ||
         (v.isList() && !traits.scalar_arg[i] && !v.isIntList() && !v.isDoubleList() &&
@@ -179,18 +273,11 @@ std::optional<CallShapes> callShapes(const OpTraits& traits, const torch::jit::S
         g = hashCombine(g, 0x0defULL);
         continue;
       }
-      const LazyTensorImpl* impl = lazyImpl(t);
-      if (impl == nullptr) {  // a 0-dim CPU tensor parameter, as CallRecorder::scanTensor
+      if (lazyImpl(t) == nullptr) {  // a 0-dim CPU tensor parameter, as CallRecorder::scanTensor
         g = detail::hashCpuScalarParam(g, t);
         continue;
       }
-      const c10::IntArrayRef sizes = impl->sizes();
-      if (anyZero(sizes) || !isContiguous(sizes, impl->traceStrides())) {
-        return std::nullopt;
-      }
-      g = hashCombine(hashCombine(g, static_cast<HashValue>(t.scalar_type())), sizes.size());
-      for (int64_t s : sizes) g = hashCombine(g, s == 1);
-      shapes.inputs.push_back(sizes.vec());
+      if (!addTensor(t)) return std::nullopt;
       continue;
     }
     if (traits.scalar_arg[i] && !traits.scalars_are_constants) {
@@ -200,13 +287,21 @@ std::optional<CallShapes> callShapes(const OpTraits& traits, const torch::jit::S
     g = hashIValue(g, v);
   }
   if (shapes.inputs.empty()) return std::nullopt;
+  if (by_function) {
+    shapes.computed = traits.shape_function(args);
+    if (!shapes.computed) return std::nullopt;
+  }
   shapes.generic = g;
   return shapes;
 }
 
-std::shared_ptr<const AtenCallAttrs> fromMetaTemplate(const CallShapes& shapes, HashValue key) {
+std::shared_ptr<const AtenCallAttrs> fromMetaTemplate(const CallShapes& shapes, HashValue key,
+                                                      const detail::CallRecorder& recorder) {
   std::shared_ptr<AtenCallAttrs> attrs;
-  {
+  if (shapes.computed) {
+    attrs = fromShapeFunction(*shapes.computed, shapes.generic, recorder);
+    if (attrs == nullptr) return nullptr;
+  } else {
     Templates& all = templates();
     std::lock_guard<std::mutex> lock(all.mutex);
     auto it = all.entries.find(shapes.generic);
@@ -231,6 +326,10 @@ std::shared_ptr<const AtenCallAttrs> fromMetaTemplate(const CallShapes& shapes, 
 }
 
 void observeMeta(const CallShapes& shapes, std::shared_ptr<const AtenCallAttrs> attrs) {
+  if (shapes.computed) {
+    observeShapeFunction(*shapes.computed, shapes.generic, std::move(attrs));
+    return;
+  }
   Observation seen{shapes.inputs, {}};
   bool usable = true;
   for (const TensorMeta& meta : attrs->outputs) {

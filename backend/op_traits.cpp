@@ -63,6 +63,14 @@ bool isGeneratorType(const c10::TypePtr& type) {
   return false;
 }
 
+/// SymInt, SymInt? or SymInt[]: a size, an index or an offset.
+bool isSymIntType(const c10::TypePtr& type) {
+  c10::TypePtr t = type;
+  if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+  if (auto list = t->cast<c10::ListType>()) t = list->getElementType();
+  return t->kind() == c10::TypeKind::SymIntType;
+}
+
 bool isInPlace(const c10::FunctionSchema& schema, const std::vector<uint8_t>& written) {
   const std::string& name = schema.name();
   if (name.size() < 2 || name.back() != '_' || name.find("::__") != std::string::npos) return false;
@@ -142,6 +150,7 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
     traits->written.push_back(alias != nullptr && alias->isWrite());
     traits->scalar_arg.push_back(isScalarType(arg.type()));
     traits->generator_arg.push_back(isGeneratorType(arg.type()));
+    traits->size_arg.push_back(isSymIntType(arg.real_type()));
   }
   traits->functional_name = functionalNameOf(op, traits->written);
   traits->out_dtype_arg = outDtypeArgOf(schema, traits->written);
@@ -162,6 +171,7 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
     }
     traits->returns_arg.push_back(aliased);
   }
+  traits->shape_function = shapeFunctionOf(traits->name);
   traits->generic_meta = hasSizeGenericMeta(op, *traits);
   return traits;
 }

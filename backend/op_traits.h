@@ -2,6 +2,7 @@
 
 // What the recorder needs to know about an operator, computed once per operator from its schema.
 
+#include "backend/shape_functions.h"
 #include "lazy_ir/hash.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -56,8 +57,13 @@ struct OpTraits {
   /// The device kernel's checks of this op do not depend on sizes, so a run on one-element
   /// stand-ins finds the errors the meta kernel misses. See Note [Eager's errors].
   bool probes_stand_ins = false;
-  /// Its outputs' sizes follow from its inputs' by equalities: Note [Size-generic meta].
+  /// Its outputs' sizes follow from its inputs' by equalities, or by its shape function: Note
+  /// [Size-generic meta].
   bool generic_meta = false;
+  /// Its outputs' sizes from its arguments (Note [Shape functions]), or nullptr.
+  ShapeFunction shape_function = nullptr;
+  /// Per schema argument: the schema type is SymInt, SymInt? or SymInt[] (a size argument).
+  std::vector<uint8_t> size_arg;
   /// Per schema return: the index of the written argument it returns, or -1.
   std::vector<int> returns_arg;
   /// Per schema argument: the schema type is Scalar / Scalar? (a parameter).

@@ -60,7 +60,7 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
   // Note [Size-generic meta]: a call of new sizes may take its outputs from a template.
   const std::optional<CallShapes> shapes = callShapes(traits, args);
   std::shared_ptr<const AtenCallAttrs> attrs;
-  if (shapes) attrs = fromMetaTemplate(*shapes, key);
+  if (shapes) attrs = fromMetaTemplate(*shapes, key, recorder);
   if (attrs != nullptr && config::verifyMeta()) {
     std::shared_ptr<const AtenCallAttrs> inferred = recorder.inferOnMeta(key);
     LF_INTERNAL_ASSERT(inferred->outputs == attrs->outputs && inferred->hash == attrs->hash,

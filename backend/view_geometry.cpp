@@ -6,13 +6,25 @@
 #include "backend/conv_layout.h"
 #include "backend/detail/stand_ins.h"
 #include "backend/storage_addresses.h"
+#include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 
 #include <ATen/core/List.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <ATen/ExpandUtils.h>
+#include <ATen/InferSize.h>
+#include <ATen/TensorUtils.h>
+#include <c10/core/WrapDimMinimal.h>
+#include <c10/util/strides.h>
+
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 namespace lazyfuse {
@@ -37,7 +49,12 @@ namespace {
 // eager), where the op runs on Meta over the inputs' reported geometry too (cached), and its
 // results report the strides found there. Where a meta kernel picks other strides than eager's
 // kernel, the result reports Meta's, but for convolution, whose meta kernel is always contiguous:
-// see Note [Convolution layout]. Buffers
+// see Note [Convolution layout]. Both are computed without Meta where eager's rules are simple
+// (many meta kernels are Python, 0.1-1 ms a call, paid at every new size): the geometry of the
+// common views (view, expand, t, transpose, permute, select, slice, narrow, split, unbind,
+// unsqueeze, squeeze) from their inputs' (computeViewGeometry), and the results of matrix
+// products and LayerNorm over inputs of other geometry, which are contiguous
+// (computeResultGeometry); LAZYFUSE_VERIFY_META=1 checks both against Meta. Buffers
 // keep the trace's strides; a transfer out (`.cpu()`) gives the strides eager's _to_copy gives the
 // reported geometry, copying where the buffer's differ.
 // Pinned by test_view_metadata.py::test_view_metadata_like_eager,
@@ -72,6 +89,176 @@ at::Tensor metaWithGeometry(const LazyTensorImpl& impl) {
 }
 
 namespace {
+
+/// `base` sliced along `dim` from `start` (wrapped, in range), `length` elements `step` apart.
+ViewGeometry sliceOf(ViewGeometry base, size_t dim, int64_t start, int64_t length, int64_t step) {
+  base.storage_offset += start * base.strides[dim];
+  base.sizes[dim] = length;
+  base.strides[dim] *= step;
+  return base;
+}
+
+ViewGeometry selectOf(ViewGeometry base, size_t dim, int64_t index) {
+  base.storage_offset += index * base.strides[dim];
+  base.sizes.erase(base.sizes.begin() + static_cast<ptrdiff_t>(dim));
+  base.strides.erase(base.strides.begin() + static_cast<ptrdiff_t>(dim));
+  return base;
+}
+
+/// The geometry of the views of `self` that the view op of `schema` returns for `args`, as
+/// eager's kernels compute it (c10::Error where they would raise); nullopt for other view ops.
+std::optional<ViewGeometries> viewGeometryOf(const c10::FunctionSchema& schema,
+                                             const torch::jit::Stack& args, ViewGeometry self) {
+  const std::string& name = schema.name();
+  const std::string& overload = schema.overload_name();
+  const auto rank = static_cast<int64_t>(self.sizes.size());
+  auto dimArg = [&](size_t i, int64_t of_rank) {
+    return static_cast<size_t>(c10::maybe_wrap_dim(args[i].toInt(), of_rank));
+  };
+  auto swap = [&](size_t a, size_t b) {
+    std::swap(self.sizes[a], self.sizes[b]);
+    std::swap(self.strides[a], self.strides[b]);
+  };
+  if (name == "aten::alias" || name == "aten::detach") return ViewGeometries{self};
+  if (name == "aten::view" && overload.empty()) {
+    int64_t numel = 1;
+    for (int64_t s : self.sizes) numel *= s;
+    const at::DimVector sizes = at::infer_size_dv(args[1].toIntVector(), numel);
+    std::optional<at::DimVector> strides =
+        at::detail::computeStride(self.sizes, self.strides, sizes);
+    if (!strides) return std::nullopt;
+    return ViewGeometries{
+        {{sizes.begin(), sizes.end()}, {strides->begin(), strides->end()}, self.storage_offset}};
+  }
+  if (name == "aten::expand") {
+    auto expanded =
+        at::inferExpandGeometry_dimvector(self.sizes, self.strides, args[1].toIntVector());
+    return ViewGeometries{{{expanded.sizes.begin(), expanded.sizes.end()},
+                           {expanded.strides.begin(), expanded.strides.end()},
+                           self.storage_offset}};
+  }
+  if (name == "aten::t") {
+    TORCH_CHECK(rank <= 2, "t() expects a tensor with <= 2 dimensions");
+    if (rank == 2) swap(0, 1);
+    return ViewGeometries{self};
+  }
+  if (name == "aten::transpose" && overload == "int") {
+    const size_t d0 = dimArg(1, rank), d1 = dimArg(2, rank);
+    if (rank > 0) swap(d0, d1);
+    return ViewGeometries{self};
+  }
+  if (name == "aten::permute") {
+    const std::vector<int64_t> dims = args[1].toIntVector();
+    TORCH_CHECK(static_cast<int64_t>(dims.size()) == rank, "permute: number of dims differs");
+    ViewGeometry out{{}, {}, self.storage_offset};
+    std::vector<bool> seen(self.sizes.size(), false);
+    for (int64_t d : dims) {
+      const auto w = static_cast<size_t>(c10::maybe_wrap_dim(d, rank));
+      TORCH_CHECK(!seen[w], "permute: repeated dim");
+      seen[w] = true;
+      out.sizes.push_back(self.sizes[w]);
+      out.strides.push_back(self.strides[w]);
+    }
+    return ViewGeometries{out};
+  }
+  if (name == "aten::unsqueeze") {
+    const size_t dim = dimArg(1, rank + 1);
+    const int64_t stride =
+        static_cast<int64_t>(dim) >= rank ? 1 : self.sizes[dim] * self.strides[dim];
+    self.sizes.insert(self.sizes.begin() + static_cast<ptrdiff_t>(dim), 1);
+    self.strides.insert(self.strides.begin() + static_cast<ptrdiff_t>(dim), stride);
+    return ViewGeometries{self};
+  }
+  if (name == "aten::squeeze") {
+    std::vector<bool> chosen(static_cast<size_t>(std::max<int64_t>(rank, 1)), overload.empty());
+    std::vector<int64_t> dims;
+    if (overload == "dim") dims.push_back(args[1].toInt());
+    if (overload == "dims") dims = args[1].toIntVector();
+    for (int64_t d : dims) {
+      const auto w = static_cast<size_t>(c10::maybe_wrap_dim(d, rank));
+      TORCH_CHECK(!chosen[w], "squeeze: repeated dim");
+      chosen[w] = true;
+    }
+    ViewGeometry out{{}, {}, self.storage_offset};
+    for (size_t d = 0; d < self.sizes.size(); ++d) {
+      if (chosen[d] && self.sizes[d] == 1) continue;
+      out.sizes.push_back(self.sizes[d]);
+      out.strides.push_back(self.strides[d]);
+    }
+    return ViewGeometries{out};
+  }
+  if (rank == 0) return std::nullopt;  // the ops below index a dim
+  if (name == "aten::select" && overload == "int") {
+    const size_t dim = dimArg(1, rank);
+    const int64_t size = self.sizes[dim];
+    int64_t index = args[2].toInt();
+    TORCH_CHECK(index >= -size && index < size, "select: index out of range");
+    return ViewGeometries{selectOf(self, dim, index < 0 ? index + size : index)};
+  }
+  if (name == "aten::unbind" && overload == "int") {
+    const size_t dim = dimArg(1, rank);
+    ViewGeometries out;
+    for (int64_t i = 0; i < self.sizes[dim]; ++i) out.push_back(selectOf(self, dim, i));
+    return out;
+  }
+  if ((name == "aten::slice" && overload == "Tensor") || name == "aten::narrow") {
+    const size_t dim = dimArg(1, rank);
+    const int64_t size = self.sizes[dim];
+    if (name == "aten::narrow") {
+      int64_t start = args[2].toInt();
+      const int64_t length = args[3].toInt();
+      TORCH_CHECK(start >= -size && start <= size, "narrow: start out of range");
+      if (start < 0) start += size;
+      TORCH_CHECK(length >= 0 && start <= size - length, "narrow: length out of range");
+      return ViewGeometries{sliceOf(self, dim, start, length, 1)};
+    }
+    const int64_t step = args[4].toInt();
+    TORCH_CHECK(step > 0, "slice step must be positive");
+    int64_t start = args[2].isNone() ? 0 : args[2].toInt();
+    int64_t end = args[3].isNone() ? std::numeric_limits<int64_t>::max() : args[3].toInt();
+    if (start < 0) start += size;
+    if (end < 0) end += size;
+    start = std::clamp<int64_t>(start, 0, size);
+    end = std::clamp<int64_t>(end, start, size);
+    return ViewGeometries{sliceOf(self, dim, start, (end - start + step - 1) / step, step)};
+  }
+  if ((name == "aten::split" && overload == "Tensor") || name == "aten::split_with_sizes") {
+    const size_t dim = dimArg(2, rank);
+    std::vector<int64_t> lengths;
+    if (name == "aten::split") {
+      const int64_t split_size = args[1].toInt();
+      TORCH_CHECK(split_size > 0, "split: split_size must be positive");
+      for (int64_t at = 0; at < self.sizes[dim]; at += split_size) {
+        lengths.push_back(std::min(split_size, self.sizes[dim] - at));
+      }
+    } else {
+      lengths = args[1].toIntVector();
+    }
+    ViewGeometries out;
+    int64_t at = 0;
+    for (int64_t length : lengths) {
+      TORCH_CHECK(length >= 0, "split: negative size");
+      out.push_back(sliceOf(self, dim, at, length, 1));
+      at += length;
+    }
+    TORCH_CHECK(at == self.sizes[dim], "split: sizes do not add up");
+    return out;
+  }
+  return std::nullopt;
+}
+
+/// The geometry of the views `view_op` returns for `args`, computed as eager's view kernels compute
+/// it, or nullopt for the ops and arguments left to Meta.
+std::optional<ViewGeometries> computeViewGeometry(const c10::OperatorHandle& view_op,
+                                                  const torch::jit::Stack& args,
+                                                  const LazyTensorImpl& self) {
+  try {
+    return viewGeometryOf(view_op.schema(), args,
+                          {self.sizes().vec(), self.strides().vec(), self.storage_offset()});
+  } catch (const c10::Error&) {
+    return std::nullopt;  // Meta tells (or raises)
+  }
+}
 
 /// The geometry of each view `view_op` returns for `args`; empty when Meta cannot tell.
 ViewGeometries inferViewGeometry(const c10::OperatorHandle& view_op, const torch::jit::Stack& args,
@@ -130,6 +317,39 @@ ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const torch::j
   return out;
 }
 
+/// The geometry of the results of `op` over the reported geometry of the lazy tensors in `args`,
+/// as eager's kernels lay them out, without a meta kernel (many are Python, 0.1-1 ms a call): the
+/// results of matrix products and LayerNorm are contiguous whatever their inputs' layout (empty:
+/// nothing to report); nullopt for other ops. LAZYFUSE_VERIFY_META=1 checks it against Meta.
+std::optional<ViewGeometries> computeResultGeometry(const c10::OperatorHandle& op) {
+  static const std::set<std::string> contiguous = {"aten::mm", "aten::bmm", "aten::addmm",
+                                                   "aten::baddbmm", "aten::native_layer_norm"};
+  const c10::FunctionSchema& schema = op.schema();
+  if (contiguous.count(schema.name()) > 0) return ViewGeometries{};
+  return std::nullopt;
+}
+
+/// Whether two geometries agree where reportGeometries would use them. An empty list reports
+/// nothing: the results keep their contiguous trace strides, which Meta's must equal in every dim
+/// of more than one element.
+bool sameGeometries(const ViewGeometries& computed, const ViewGeometries& inferred) {
+  if (!computed.empty()) {
+    return computed.size() == inferred.size() &&
+           std::equal(computed.begin(), computed.end(), inferred.begin(),
+                      [](const ViewGeometry& a, const ViewGeometry& b) {
+                        return a.sizes == b.sizes && a.strides == b.strides &&
+                               a.storage_offset == b.storage_offset;
+                      });
+  }
+  for (const ViewGeometry& g : inferred) {
+    const c10::DimVector contiguous = c10::contiguous_strides(g.sizes);
+    for (size_t d = 0; d < g.sizes.size(); ++d) {
+      if (g.sizes[d] > 1 && g.strides[d] != contiguous[d]) return false;
+    }
+  }
+  return true;
+}
+
 /// `infer()`, cached under `key`.
 template <typename Infer>
 std::shared_ptr<const ViewGeometries> cachedGeometry(HashValue key, Infer infer) {
@@ -174,7 +394,14 @@ void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
       args.empty() || !args[0].isTensor() ? nullptr : lazyImpl(args[0].toTensor());
   if (self == nullptr) return;
   key = hashCombine(hashInts(key, self->strides()), self->storage_offset());
-  auto geometries = cachedGeometry(key, [&] { return inferViewGeometry(view_op, args, *self); });
+  auto geometries = cachedGeometry(key, [&] {
+    std::optional<ViewGeometries> computed = computeViewGeometry(view_op, args, *self);
+    if (computed && !config::verifyMeta()) return *std::move(computed);
+    ViewGeometries inferred = inferViewGeometry(view_op, args, *self);
+    LF_INTERNAL_ASSERT(!computed || sameGeometries(*computed, inferred), view_op.schema().name(),
+                       ": the view geometry computed differs from Meta's");
+    return inferred;
+  });
   reportGeometries(*geometries, stack, num_results);
 }
 
@@ -200,7 +427,14 @@ void reportResultGeometry(const c10::OperatorHandle& op, HashValue key,
   }
   if (!other && !hasConvolutionLayout(op)) return;  // See Note [Convolution layout]
   key = hashCombine(key, 0x7e5a17ULL);              // apart from the view geometries' keys
-  auto geometries = cachedGeometry(key, [&] { return inferResultGeometry(op, args); });
+  auto geometries = cachedGeometry(key, [&] {
+    std::optional<ViewGeometries> computed = computeResultGeometry(op);
+    if (computed && !config::verifyMeta()) return *std::move(computed);
+    ViewGeometries inferred = inferResultGeometry(op, args);
+    LF_INTERNAL_ASSERT(!computed || sameGeometries(*computed, inferred), op.schema().name(),
+                       ": the result geometry computed differs from Meta's");
+    return inferred;
+  });
   reportGeometries(*geometries, stack, num_results);
 }
 

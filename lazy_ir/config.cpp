@@ -55,8 +55,9 @@ const std::vector<Setting>& settings() {
        "which integer constants of compiled kernels become run-time arguments (auto: those that "
        "changed when a kernel came back with other sizes; static: none; dynamic: all but 0 and 1)"},
       {"LAZYFUSE_VERIFY_META", "anything but empty, 0, off", "off", ReadAt::kOnce,
-       "also infer on Meta every call whose outputs a size-generic template gave, and fail on "
-       "a difference (a check of lazyfuse itself)"},
+       "also infer on Meta every call whose outputs a size-generic template or a shape function "
+       "gave, and every view geometry computed without Meta, and fail on a difference (a check "
+       "of lazyfuse itself)"},
       {"LAZYFUSE_LOG_RECOMPILES", "anything but empty, 0, off", "off", ReadAt::kEachGraph,
        "log each kernel compiled for a kernel already compiled with other constants, and why"},
       {"LAZYFUSE_DONATE", "0 or off", "on", ReadAt::kOnce,

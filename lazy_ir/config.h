@@ -81,7 +81,8 @@ class ScopedDynamicShapes {
 /// LAZYFUSE_LOG_RECOMPILES: anything but unset, "", 0 or off logs every recompile of a kernel
 /// family with its reason. Each graph.
 bool logRecompiles();
-/// LAZYFUSE_VERIFY_META: check every meta template result on Meta (Note [Size-generic meta]).
+/// LAZYFUSE_VERIFY_META: check every meta template, shape function and computed view geometry on
+/// Meta (Note [Size-generic meta], Note [Shape functions], Note [View geometry]).
 bool verifyMeta();
 /// LAZYFUSE_DONATE: 0 or off turns donation off (Note [Donated buffers]). Once.
 bool donation();

@@ -40,6 +40,8 @@ class CallRecorder {
   std::shared_ptr<const AtenCallAttrs> inferOnMeta(HashValue key);
   std::vector<Value> takeInputs() { return std::move(inputs_); }
   std::vector<c10::IValue> takeParams() { return std::move(params_); }
+  /// The call's argument slots (after scan()), as inferOnMeta records them.
+  std::vector<ArgSlot> slots() const;
 
  private:
   static void collectTensors(const c10::IValue& value, std::vector<at::Tensor>& out);

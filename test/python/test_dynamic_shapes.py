@@ -336,3 +336,111 @@ def test_template_results_agree_with_the_meta_kernels(python_subprocess):
     run = python_subprocess(code, env={"LAZYFUSE_VERIFY_META": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
     assert int(run.stdout.split()[-1]) > 0, run.stdout
+
+
+def _scatter_into_views(x):
+    y = x.clone()
+    y[:, 1] = 0
+    y[1:, :2] *= 2
+    return y
+
+
+SHAPE_FUNCTIONS = {
+    "transpose_reshape": lambda x: (x.t() * 2).reshape(x.shape[1], -1)[:, 1:] + 1,
+    "chunk_cat": lambda x: torch.cat(x.chunk(2, dim=1)[::-1], 1) * 2,
+    "narrow_select_expand": lambda x: x.narrow(1, 1, x.shape[1] - 2).select(0, -1)
+    .unsqueeze(1).expand(-1, 4) * 3,
+    "permute_unbind_stack": lambda x: torch.stack(x.view(x.shape[0], -1, 1).permute(2, 0, 1)
+                                                  .unbind(0)).squeeze(0) + 1,
+    "layer_norm": lambda x: F.layer_norm(x * 2, x.shape[-1:]),
+    "scatter_into_views": _scatter_into_views,
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPE_FUNCTIONS))
+def test_views_cat_and_layer_norm_of_new_sizes_run_no_meta_kernel(name):
+    # Note [Shape functions]: views, cat and LayerNorm take their outputs' sizes from C++ shape
+    # functions, and views their geometry from eager's rules, so a size seen for the first time
+    # records without a meta kernel once each op was inferred once (pointwise ops: twice).
+    fn = SHAPE_FUNCTIONS[name]
+    g = torch.Generator().manual_seed(5)
+    misses = []
+    for rows, width in ((5, 7), (9, 11), (13, 17), (4, 29), (6, 8)):
+        before = lazyfuse.metrics()["MetaCacheMiss"]
+        lazy_and_eager(fn, torch.randn(rows, width, generator=g))
+        misses.append(lazyfuse.metrics()["MetaCacheMiss"] - before)
+    assert misses[-2:] == [0, 0], misses
+
+
+def test_layer_norm_backward_over_widths_runs_no_meta_kernel():
+    g = torch.Generator().manual_seed(6)
+    misses = []
+    for width in (8, 12, 20, 33, 47):
+        x = torch.randn(6, width, generator=g, requires_grad=True)
+        w = torch.randn(width, generator=g, requires_grad=True)
+        lx, lw = (t.detach().to(LAZY).requires_grad_(True) for t in (x, w))
+        before = lazyfuse.metrics()["MetaCacheMiss"]
+        F.layer_norm(lx, (width,), lw).square().sum().backward()
+        lazyfuse.sync(lx.grad, lw.grad)
+        misses.append(lazyfuse.metrics()["MetaCacheMiss"] - before)
+        F.layer_norm(x, (width,), w).square().sum().backward()
+        torch.testing.assert_close(lx.grad.cpu(), x.grad, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(lw.grad.cpu(), w.grad, atol=1e-4, rtol=1e-4)
+    assert misses[-2:] == [0, 0], misses
+
+
+VIEWS = {
+    "t": lambda x: x.t(),
+    "strided_slice": lambda x: x[1:, ::2],
+    "select": lambda x: x.select(1, 2),
+    "unsqueeze": lambda x: x.t().unsqueeze(1),
+    "expand": lambda x: x.t().expand(2, -1, -1),
+    "split": lambda x: x.split(3, 1)[1],
+    "narrow": lambda x: x.t().narrow(0, 1, 2),
+    "view": lambda x: x[1:].view(-1),
+    "squeeze": lambda x: x.t().unsqueeze(0).squeeze(0),
+    "permute": lambda x: x.unsqueeze(2).permute(2, 1, 0),
+    "unbind": lambda x: x.t().unbind(1)[2],
+    "pointwise_of_transposed": lambda x: x.t() * 2 + x.t(),
+    "broadcast_of_transposed": lambda x: x.t() + x[0].unsqueeze(1),
+    "matmul_of_transposed": lambda x: x.t() @ x,
+    "layer_norm_of_transposed": lambda x: F.layer_norm(x.t(), x.shape[:1]),
+}
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_views_of_new_sizes_report_eagers_geometry(name):
+    # Note [View geometry], computed without Meta for views of new sizes and for the results of
+    # pointwise ops, matrix products and LayerNorm over them.
+    fn = VIEWS[name]
+    g = torch.Generator().manual_seed(7)
+    for rows, width in ((5, 7), (9, 11), (13, 17), (6, 8)):
+        x = torch.randn(rows, width, generator=g)
+        expected, got = fn(x), fn(x.to(LAZY))
+        assert (got.shape, got.stride(), got.storage_offset()) == \
+            (expected.shape, expected.stride(), expected.storage_offset())
+        torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_shape_functions_keep_eagers_errors():
+    # A call eager refuses is never served by a shape function: it goes to the meta kernel,
+    # which raises.
+    g = torch.Generator().manual_seed(8)
+    for rows, width in ((4, 6), (8, 10), (5, 12)):
+        x = torch.randn(rows, width, generator=g)
+        lazy_and_eager(lambda x: x.view(-1, 2) + 1, x)
+        lazy_and_eager(lambda x: x.select(1, 3) + 1, x)
+        lazy_and_eager(lambda x: torch.cat([x, x], 1) + 1, x)
+        lazy_and_eager(lambda x: x.expand(3, -1, -1) + 1, x)
+        lazy_and_eager(lambda x: F.layer_norm(x, (width,)), x)
+        lazy_and_eager(lambda x: x.narrow(1, 2, 3) + 1, x)
+    bad = [lambda x: x.view(-1, 7), lambda x: x.select(1, 9), lambda x: x.select(0, -8),
+           lambda x: torch.cat([x, x[:, 1:]], 0), lambda x: x.expand(3, 5, -1),
+           lambda x: F.layer_norm(x, (7,)), lambda x: x.narrow(1, 2, 5),
+           lambda x: x.split(0, 1), lambda x: x.permute(1, 1)]
+    x = torch.randn(6, 6, generator=g)
+    for fn in bad:
+        with pytest.raises(Exception) as eager:
+            fn(x)
+        with pytest.raises(type(eager.value)):
+            lazyfuse.sync(*[t for t in [fn(x.to(LAZY))] if isinstance(t, torch.Tensor)])
