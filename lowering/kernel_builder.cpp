@@ -1,9 +1,10 @@
 #include "lowering/kernel_builder.h"
 
+#include <cstring>
+#include <memory>
+
 #include "lazy_ir/check.h"
 #include "lowering/kernel_functions.h"
-
-#include <sstream>
 
 namespace lazyfuse {
 
@@ -40,12 +41,7 @@ std::vector<IxPtr> KernelBuilder::identityIndex() const {
 }
 
 bool KernelBuilder::isIdentity(const std::vector<IxPtr>& index) const {
-  const std::vector<IxPtr> identity = identityIndex();
-  if (index.size() != identity.size()) return false;
-  for (size_t d = 0; d < index.size(); ++d) {
-    if (ixText(index[d]) != ixText(identity[d])) return false;
-  }
-  return true;
+  return ixSame(index, identityIndex());
 }
 
 int32_t KernelBuilder::addBuffer(c10::ScalarType dtype, bool output) {
@@ -72,16 +68,40 @@ int32_t KernelBuilder::scopeFor(const KInstr& instr) const {
   return -1;  // depends on the point only: computed once per point, outside the loop
 }
 
+bool KernelBuilder::InstrKey::operator==(const InstrKey& other) const {
+  const KInstr& a = *instr;
+  const KInstr& b = *other.instr;
+  return a.op == b.op && a.dtype == b.dtype && a.fn == b.fn && a.buffer == b.buffer &&
+         fbits == other.fbits && a.ivalue == b.ivalue && a.scope == b.scope && a.args == b.args &&
+         (a.index == nullptr) == (b.index == nullptr) && (!a.index || ixSame(a.index, b.index));
+}
+
+size_t KernelBuilder::InstrKeyHash::operator()(const InstrKey& key) const {
+  const KInstr& i = *key.instr;
+  uint64_t h = static_cast<uint64_t>(i.op) * 1000003 + static_cast<uint64_t>(i.dtype);
+  auto mix = [&h](uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  mix(std::hash<std::string>{}(i.fn));
+  mix(static_cast<uint64_t>(i.buffer));
+  mix(i.index ? i.index->hash : 0);
+  mix(key.fbits);
+  mix(static_cast<uint64_t>(i.ivalue));
+  mix(static_cast<uint64_t>(i.scope));
+  for (KValue a : i.args) mix(static_cast<uint64_t>(a));
+  return static_cast<size_t>(h);
+}
+
 KValue KernelBuilder::append(KInstr instr, std::optional<int32_t> forced_scope) {
   instr.scope = forced_scope ? *forced_scope : scopeFor(instr);
-  std::ostringstream key;
-  key << static_cast<int>(instr.op) << '|' << static_cast<int>(instr.dtype) << '|' << instr.fn
-      << '|' << instr.buffer << '|' << (instr.index ? ixText(instr.index) : "") << '|'
-      << instr.fvalue << '|' << instr.ivalue << '|' << instr.scope;
-  for (KValue a : instr.args) key << ',' << a;
-  auto [it, inserted] = seen_.emplace(key.str(), static_cast<KValue>(kernel_.instrs.size()));
-  if (inserted) kernel_.instrs.push_back(std::move(instr));
-  return it->second;
+  uint64_t fbits = 0;
+  std::memcpy(&fbits, &instr.fvalue, sizeof(fbits));
+  auto it = seen_.find(InstrKey{&instr, fbits});
+  if (it != seen_.end()) return it->second;
+  const auto value = static_cast<KValue>(kernel_.instrs.size());
+  kernel_.instrs.push_back(std::move(instr));
+  // The key points into kernel_.instrs, which grows: keep keys on a stable copy.
+  keys_.push_back(std::make_unique<KInstr>(kernel_.instrs.back()));
+  seen_.emplace(InstrKey{keys_.back().get(), fbits}, value);
+  return value;
 }
 
 KValue KernelBuilder::load(int32_t buffer, IxPtr offset) {

@@ -7,6 +7,7 @@
 #include "lowering/kernel_ir.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -63,9 +64,20 @@ class KernelBuilder {
   /// True when rounding `a` with `fn` (round_to_half or round_to_bfloat16) changes nothing.
   bool alreadyRounded(const std::string& fn, KValue a) const;
 
+  /// An instruction as far as merging equal ones goes (the constant by its bits).
+  struct InstrKey {
+    const KInstr* instr;
+    uint64_t fbits;
+    bool operator==(const InstrKey& other) const;
+  };
+  struct InstrKeyHash {
+    size_t operator()(const InstrKey& key) const;
+  };
+
   Kernel kernel_;
   int32_t scope_ = -1;  // the reduction whose body is being built
-  std::unordered_map<std::string, KValue> seen_;
+  std::unordered_map<InstrKey, KValue, InstrKeyHash> seen_;
+  std::vector<std::unique_ptr<KInstr>> keys_;  // what seen_'s keys point at
 };
 
 /// Functions whose result is Bool whatever their argument type.

@@ -45,8 +45,7 @@ class EmitContext final : public LoopContext {
       }
       return builder_.load(bufferFor(id, /*output=*/false), ixOffset(index, meta(id).strides));
     }
-    std::string key = std::to_string(id) + "@" + std::to_string(builder_.scope());
-    for (const IxPtr& ix : index) key += "|" + ixText(ix);
+    LoopValueKey key{id, builder_.scope(), index};
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
     // Memoized per scope: a value made inside one reduction's loop is not visible elsewhere.
@@ -76,13 +75,7 @@ class EmitContext final : public LoopContext {
   Kernel finish(std::string name) { return std::move(builder_).finish(std::move(name)); }
 
  private:
-  bool isIdentity(const std::vector<IxPtr>& index) const {
-    if (index.size() != identity_.size()) return false;
-    for (size_t d = 0; d < index.size(); ++d) {
-      if (ixText(index[d]) != ixText(identity_[d])) return false;
-    }
-    return true;
-  }
+  bool isIdentity(const std::vector<IxPtr>& index) const { return ixSame(index, identity_); }
 
   TensorMeta meta(LoopId id) const {
     const LoopNode& node = p_.loops[id];
@@ -126,7 +119,7 @@ class EmitContext final : public LoopContext {
   std::unordered_map<LoopId, int32_t> buffer_of_;
   std::map<std::tuple<int32_t, int32_t, int32_t>, int32_t> param_of_;
   std::unordered_map<LoopId, KValue> member_value_;
-  std::unordered_map<std::string, KValue> memo_;
+  LoopValueMemo memo_;
 };
 
 }  // namespace

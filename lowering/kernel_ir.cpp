@@ -16,9 +16,14 @@ namespace {
 // is used to merge equal loads). Every rule holds for the non-negative operands Note [Kernel IR]
 // promises; none of them needs to know the range of a variable.
 
+uint64_t mixHash(uint64_t h, uint64_t v) {
+  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+}
+
 IxPtr make(IxOp op, IxPtr a, IxPtr b) {
   auto ix = std::make_shared<Ix>();
   ix->op = op;
+  ix->hash = mixHash(mixHash(static_cast<uint64_t>(op) + 1, a->hash), b->hash);
   ix->a = std::move(a);
   ix->b = std::move(b);
   return ix;
@@ -28,6 +33,7 @@ IxPtr leaf(IxOp op, int64_t value) {
   auto ix = std::make_shared<Ix>();
   ix->op = op;
   ix->value = value;
+  ix->hash = mixHash(static_cast<uint64_t>(op) + 1, static_cast<uint64_t>(value));
   return ix;
 }
 
@@ -166,6 +172,26 @@ std::string ixText(const IxPtr& ix) {
     case IxOp::kMax: return "lf_imax(" + ixText(ix->a) + ", " + ixText(ix->b) + ")";
   }
   LF_INTERNAL_ASSERT(false, "unknown index op ", static_cast<int>(ix->op));
+}
+
+bool ixSame(const IxPtr& a, const IxPtr& b) {
+  if (a == b) return true;
+  if (!a || !b || a->hash != b->hash || a->op != b->op || a->value != b->value) return false;
+  return ixSame(a->a, b->a) && ixSame(a->b, b->b);
+}
+
+bool ixSame(const std::vector<IxPtr>& a, const std::vector<IxPtr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t d = 0; d < a.size(); ++d) {
+    if (!ixSame(a[d], b[d])) return false;
+  }
+  return true;
+}
+
+uint64_t ixHash(const std::vector<IxPtr>& index) {
+  uint64_t h = index.size();
+  for (const IxPtr& ix : index) h = mixHash(h, ix ? ix->hash : 0);
+  return h;
 }
 
 bool ixUsesRVar(const IxPtr& ix) {

@@ -38,6 +38,7 @@ struct Ix {
   IxOp op = IxOp::kConst;
   int64_t value = 0;
   IxPtr a, b;
+  uint64_t hash = 0;  // of op, value and operands: equal for ixSame expressions
 };
 
 /// Constructors that fold constants and drop neutral operands (x*1, x+0, x*0 -> 0, ...).
@@ -53,6 +54,12 @@ IxPtr ixMax(IxPtr a, IxPtr b);
 /// C syntax for the expression, `v0`, `r1`, `(v0 * 1024 + v1)`; canonical, so equal text means
 /// an equal expression (used to merge equal loads).
 std::string ixText(const IxPtr& ix);
+/// Whether two expressions are the same: what equal ixText means, found without building text.
+bool ixSame(const IxPtr& a, const IxPtr& b);
+/// Whether two index lists are the same, element by element.
+bool ixSame(const std::vector<IxPtr>& a, const std::vector<IxPtr>& b);
+/// A hash of an index list, equal for ixSame lists.
+uint64_t ixHash(const std::vector<IxPtr>& index);
 /// True when `ix` uses a reduction variable.
 bool ixUsesRVar(const IxPtr& ix);
 /// Marks in `vars` (`rvars`) the variables v<d> (r<d>) that `ix` uses; each must be in range.

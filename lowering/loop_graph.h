@@ -14,6 +14,7 @@
 #include "lowering/kernel_builder.h"
 
 #include <functional>
+#include <unordered_map>
 #include <vector>
 
 namespace lazyfuse {
@@ -47,6 +48,25 @@ class LoopContext {
   virtual KValue param(int32_t position, int32_t k, c10::ScalarType dtype,
                        int32_t element = -1) = 0;
 };
+
+/// A loop node's value at an index inside one reduction scope: what kernel bodies memoize.
+struct LoopValueKey {
+  LoopId id = -1;
+  int32_t scope = -1;
+  std::vector<IxPtr> index;
+  bool operator==(const LoopValueKey& other) const {
+    return id == other.id && scope == other.scope && ixSame(index, other.index);
+  }
+};
+
+struct LoopValueKeyHash {
+  size_t operator()(const LoopValueKey& key) const {
+    return static_cast<size_t>(ixHash(key.index) * 31 + static_cast<uint64_t>(key.id) * 7 +
+                               static_cast<uint64_t>(key.scope));
+  }
+};
+
+using LoopValueMemo = std::unordered_map<LoopValueKey, KValue, LoopValueKeyHash>;
 
 struct LoopGraph {
   std::vector<LoopNode> nodes;

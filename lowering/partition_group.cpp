@@ -28,8 +28,7 @@ class ReadProbe final : public LoopContext {
       const int32_t buffer = builder_.addBuffer(p_.loops[id].dtype, /*output=*/false);
       return builder_.load(buffer, ixOffset(index, ones));
     }
-    std::string key = std::to_string(id) + "@" + std::to_string(builder_.scope());
-    for (const IxPtr& ix : index) key += "|" + ixText(ix);
+    LoopValueKey key{id, builder_.scope(), index};
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
     KValue v = p_.loops[id].compute(*this, index);
@@ -47,7 +46,7 @@ class ReadProbe final : public LoopContext {
   const Partition& p_;
   KernelBuilder builder_;
   std::vector<std::pair<LoopId, bool>> reads_;
-  std::unordered_map<std::string, KValue> memo_;
+  LoopValueMemo memo_;
 };
 
 }  // namespace
