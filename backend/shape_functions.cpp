@@ -10,19 +10,20 @@
 namespace lazyfuse {
 
 // Note [Shape functions]
-// Views (recorded as their *_copy ops under functionalization), cat, stack, copy and LayerNorm
-// take sizes as arguments (view_copy's `size`, select_copy's `index`, native_layer_norm's
-// `normalized_shape`) or outputs of their inputs' sizes in other ways, so their outputs cannot be learned as equalities between input sizes (Note [Size-generic
-// meta]), and every new size ran their meta kernels again, most of them Python (torch._refs):
-// 0.1-1 ms a call, most of what recording a new size cost. These C++ functions compute the
-// output sizes from the input sizes and the arguments instead. Each returns nullopt for any call
-// eager refuses (a view of the wrong element count, an index out of range, a dim out of range,
-// mismatched cat operands), and for calls with an output of size 0, so those calls still go to the
-// meta kernel, which raises eager's error. The rest of a call's attrs (dtypes, which outputs are
-// undefined) come from a call of the same op, dtypes, ranks and constants that was inferred on
-// Meta, where the function's sizes were checked against the meta kernel's (a difference ends the
-// function's use for those calls; LAZYFUSE_VERIFY_META=1 makes it an error, and checks every call
-// served too). Used by meta_templates.cpp.
+// Views (recorded as their *_copy ops under functionalization) and LayerNorm take sizes as
+// arguments (view_copy's `size`, select_copy's `index`, native_layer_norm's `normalized_shape`),
+// and cat and stack add or count their operands' sizes, so their outputs cannot be learned as
+// equalities between input sizes (Note [Size-generic meta]), and every new size ran their meta
+// kernels again, most of them Python (torch._refs): 0.1-1 ms a call, most of what recording a new
+// size cost. These C++ functions compute the output sizes from the input sizes and the arguments
+// instead (copy's too: its source broadcasts to its destination). Each returns nullopt for any
+// call eager refuses (a view of the wrong element count, an index out of range, a dim out of
+// range, mismatched cat operands), and for calls with an output of size 0, so those calls still
+// go to the meta kernel, which raises eager's error. The rest of a call's attrs (dtypes, which
+// outputs are undefined) come from a call of the same op, dtypes, ranks and constants that was
+// inferred on Meta, where the function's sizes were checked against the meta kernel's (a
+// difference ends the function's use for those calls; LAZYFUSE_VERIFY_META=1 makes it an error,
+// and checks every call served too). Used by meta_templates.cpp.
 
 namespace {
 
