@@ -8,8 +8,10 @@
 // those constants (splitConstants). Two functions of one shape are the same code up to constants:
 // a *family*. The first function of a family is compiled as it is (specialized). When a function
 // of a known family comes back with other constants, the constants that differ become run-time
-// arguments: one generic function is compiled, which every later function of that family whose
-// other constants are the ones it was compiled with runs without a compile. The generic
+// arguments, and so do those that started out equal to one that differs (duck sizing, as PyTorch's
+// symbolic shapes: equal sizes are taken for one size; 0 and 1 stay constants): one generic
+// function is compiled, which every later function of that family whose other constants are the
+// ones it was compiled with runs without a compile. The generic
 // function with the concrete constants as arguments is, token for token, the specialized function
 // for those sizes, so it is right by construction; everything the renderer decides from a size (a
 // vector loop, a block of Half conversions, streaming stores, 0 and 1 sizes folded away, on a GPU

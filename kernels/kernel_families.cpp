@@ -70,8 +70,17 @@ FamilyChoice KernelFamilies::choose(const KernelText& text, const std::string& f
   } else if (mode == config::DynamicShapes::kAuto && !added && !f.specialize_only) {
     std::string changed;
     size_t count = 0;
+    // Duck sizing, as PyTorch's symbolic shapes do: a constant that started out equal to one that
+    // changed is taken for the same size, so it is an argument too (a later size that changes it
+    // needs no third compile). 0 and 1 stay specialized.
+    std::vector<int64_t> moved;
     for (size_t i = 0; i < c.size(); ++i) {
-      if (c[i] != f.first[i] && !f.varied[i]) {
+      if (c[i] != f.first[i] && f.first[i] != 0 && f.first[i] != 1) moved.push_back(f.first[i]);
+    }
+    for (size_t i = 0; i < c.size(); ++i) {
+      const bool duck = c[i] != 0 && c[i] != 1 &&
+                        std::find(moved.begin(), moved.end(), f.first[i]) != moved.end();
+      if ((c[i] != f.first[i] || duck) && !f.varied[i]) {
         if (count < 6) {
           changed += (changed.empty() ? "" : ", ") + std::to_string(f.first[i]) + " -> " +
                      std::to_string(c[i]);

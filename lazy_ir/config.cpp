@@ -53,7 +53,8 @@ const std::vector<Setting>& settings() {
        "lazyfuse-kernels-<hash>.cpp or .cu"},
       {"LAZYFUSE_DYNAMIC", "auto, static, dynamic", "auto", ReadAt::kEachGraph,
        "which integer constants of compiled kernels become run-time arguments (auto: those that "
-       "changed when a kernel came back with other sizes; static: none; dynamic: all but 0 and 1)"},
+       "changed when a kernel came back with other sizes, and those equal to one of them at "
+       "first; static: none; dynamic: all but 0 and 1)"},
       {"LAZYFUSE_VERIFY_META", "anything but empty, 0, off", "off", ReadAt::kOnce,
        "also infer on Meta every call whose outputs a size-generic template or a shape function "
        "gave, and every view geometry computed without Meta, and fail on a difference (a check "

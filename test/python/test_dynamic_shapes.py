@@ -114,6 +114,25 @@ def test_new_widths_compile_nothing_after_the_second():
     assert built() == 0 and m["DynamicKernelHits"] > 0 and m["KernelsReused"] > 0, m
 
 
+def test_sizes_equal_to_a_changed_size_become_arguments_with_it():
+    # Duck sizing: with 256 rows and a first width of 256, every constant that started as 256
+    # becomes an argument when the width changes, so a width that changes one of them no more
+    # (softmax's backward splits its column sum by the width) compiles nothing.
+    fn = lambda x, w: (x * w * 1.1875).softmax(-1)  # noqa: E731
+    g = torch.Generator().manual_seed(9)
+
+    def make(n):
+        return (torch.randn(256, n, generator=g).requires_grad_(True),
+                torch.randn(n, generator=g).requires_grad_(True))
+
+    def step(x, w):
+        out = fn(x, w)
+        return (out, *torch.autograd.grad(out.square().sum(), (x, w)))
+
+    counts = sweep_builds(step, [256, 384, 500, 1024, 2048], make)
+    assert counts[2:] == [0, 0, 0], counts
+
+
 def test_new_row_counts_reuse_kernels():
     fn = lambda x, w: (x * 1.3125 + w).tanh() * w  # noqa: E731
     g = torch.Generator().manual_seed(3)
