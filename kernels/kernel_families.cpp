@@ -68,8 +68,9 @@ FamilyChoice KernelFamilies::choose(const KernelText& text, const std::string& f
   if (mode == config::DynamicShapes::kDynamic && !f.specialize_only) {
     for (size_t i = 0; i < c.size(); ++i) choice.runtime[i] = c[i] != 0 && c[i] != 1;
   } else if (mode == config::DynamicShapes::kAuto && !added && !f.specialize_only) {
-    std::string changed;
-    size_t count = 0;
+    std::string changed;  // the first six changes, for the log
+    size_t count = 0;     // constants that become arguments now
+    size_t changes = 0;   // of which changed
     // Duck sizing, as PyTorch's symbolic shapes do: a constant that started out equal to one that
     // changed is taken for the same size, so it is an argument too (a later size that changes it
     // needs no third compile). 0 and 1 stay specialized.
@@ -81,7 +82,7 @@ FamilyChoice KernelFamilies::choose(const KernelText& text, const std::string& f
       const bool duck = c[i] != 0 && c[i] != 1 &&
                         std::find(moved.begin(), moved.end(), f.first[i]) != moved.end();
       if ((c[i] != f.first[i] || duck) && !f.varied[i]) {
-        if (count < 6) {
+        if (c[i] != f.first[i] && changes++ < 6) {
           changed += (changed.empty() ? "" : ", ") + std::to_string(f.first[i]) + " -> " +
                      std::to_string(c[i]);
         }
@@ -90,10 +91,14 @@ FamilyChoice KernelFamilies::choose(const KernelText& text, const std::string& f
       }
       choice.runtime[i] = f.varied[i];
     }
-    if (std::find(choice.runtime.begin(), choice.runtime.end(), true) != choice.runtime.end()) {
+    if (count > 0) {
       choice.reason = "kernel " + label + " (family " + hexName(hashString(family)) +
-                      "): " + std::to_string(count) + " more constant(s) changed (" + changed +
-                      (count > 6 ? ", ..." : "") + "): compiling it with them as arguments";
+                      "): " + std::to_string(changes) + " more constant(s) changed (" + changed +
+                      (changes > 6 ? ", ..." : "") + ")" +
+                      (count > changes ? ", " + std::to_string(count - changes) +
+                                             " equal to a changed one at first"
+                                       : "") +
+                      ": compiling it with them as arguments";
     }
   }
   choice.name = variantName(family, c, choice.runtime);
