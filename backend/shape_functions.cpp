@@ -165,8 +165,8 @@ std::optional<Sizes> sliceSizes(Sizes self, const c10::IValue& dim_arg,
   if (end < 0) end += size;
   start = std::clamp<int64_t>(start, 0, size);
   end = std::clamp<int64_t>(end, start, size);
-  const int64_t length = (end - start + step - 1) / step;
-  if (length == 0) return std::nullopt;
+  if (end == start) return std::nullopt;
+  const int64_t length = 1 + (end - start - 1) / step;  // no overflow for a step near INT64_MAX
   self[*dim] = length;
   return self;
 }
@@ -196,8 +196,7 @@ std::optional<ShapeList> pieces(const Sizes& self, size_t dim, const Sizes& leng
   int64_t total = 0;
   ShapeList out;
   for (int64_t length : lengths) {
-    if (length <= 0) return std::nullopt;
-    total += length;
+    if (length <= 0 || __builtin_add_overflow(total, length, &total)) return std::nullopt;
     Sizes piece = self;
     piece[dim] = length;
     out.push_back(std::move(piece));

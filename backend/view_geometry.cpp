@@ -220,7 +220,8 @@ std::optional<ViewGeometries> viewGeometryOf(const c10::FunctionSchema& schema,
     if (end < 0) end += size;
     start = std::clamp<int64_t>(start, 0, size);
     end = std::clamp<int64_t>(end, start, size);
-    return ViewGeometries{sliceOf(self, dim, start, (end - start + step - 1) / step, step)};
+    const int64_t length = end == start ? 0 : 1 + (end - start - 1) / step;
+    return ViewGeometries{sliceOf(self, dim, start, length, step)};
   }
   if ((name == "aten::split" && overload == "Tensor") || name == "aten::split_with_sizes") {
     const size_t dim = dimArg(2, rank);
@@ -231,6 +232,7 @@ std::optional<ViewGeometries> viewGeometryOf(const c10::FunctionSchema& schema,
       for (int64_t at = 0; at < self.sizes[dim]; at += split_size) {
         lengths.push_back(std::min(split_size, self.sizes[dim] - at));
       }
+      if (lengths.empty()) lengths.push_back(0);  // eager: one empty piece of an empty dim
     } else {
       lengths = args[1].toIntVector();
     }

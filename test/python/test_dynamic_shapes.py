@@ -466,3 +466,14 @@ def test_shape_functions_keep_eagers_errors():
             fn(x)
         with pytest.raises(type(eager.value)):
             lazyfuse.sync(*[t for t in [fn(x.to(LAZY))] if isinstance(t, torch.Tensor)])
+
+
+def test_views_of_empty_dims_and_slices_past_the_end_report_eagers_geometry():
+    programs = [lambda x: x.permute(2, 1, 0).split(2, dim=1)[0],
+                lambda x: torch.ops.aten.slice.Tensor(x.permute(2, 1, 0), 0, 2**63 - 1, None, 2)]
+    for n in (0, 3):
+        x = torch.zeros(3, n, 4)
+        for fn in programs:
+            expected, got = fn(x), fn(x.to(LAZY))
+            assert (got.shape, got.stride(), got.storage_offset()) == \
+                (expected.shape, expected.stride(), expected.storage_offset())
