@@ -158,16 +158,9 @@ std::optional<Sizes> sliceSizes(Sizes self, const c10::IValue& dim_arg,
   const auto dim = dimOf(self, dim_arg);
   const int64_t step = step_arg.toInt();
   if (!dim || step <= 0) return std::nullopt;
-  const int64_t size = self[*dim];
-  int64_t start = start_arg.isNone() ? 0 : start_arg.toInt();
-  int64_t end = end_arg.isNone() ? std::numeric_limits<int64_t>::max() : end_arg.toInt();
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  start = std::clamp<int64_t>(start, 0, size);
-  end = std::clamp<int64_t>(end, start, size);
-  if (end == start) return std::nullopt;
-  const int64_t length = 1 + (end - start - 1) / step;  // no overflow for a step near INT64_MAX
-  self[*dim] = length;
+  const SliceBounds bounds = sliceBounds(self[*dim], start_arg, end_arg, step);
+  if (bounds.length == 0) return std::nullopt;
+  self[*dim] = bounds.length;
   return self;
 }
 
@@ -210,11 +203,7 @@ std::optional<ShapeList> split(const Stack& a) {
   const auto dim = dimOf(self, a[2]);
   const int64_t split_size = a[1].toInt();
   if (!dim || split_size <= 0) return std::nullopt;
-  Sizes lengths;
-  for (int64_t at = 0; at < self[*dim]; at += split_size) {
-    lengths.push_back(std::min(split_size, self[*dim] - at));
-  }
-  return pieces(self, *dim, lengths);
+  return pieces(self, *dim, splitLengths(self[*dim], split_size));
 }
 
 std::optional<ShapeList> splitWithSizes(const Stack& a) {
@@ -369,6 +358,27 @@ std::optional<ShapeList> sliceScatter(const Stack& a) {
 }
 
 }  // namespace
+
+SliceBounds sliceBounds(int64_t size, const c10::IValue& start, const c10::IValue& end,
+                        int64_t step) {
+  int64_t first = start.isNone() ? 0 : start.toInt();
+  int64_t last = end.isNone() ? std::numeric_limits<int64_t>::max() : end.toInt();
+  if (first < 0) first += size;
+  if (last < 0) last += size;
+  first = std::clamp<int64_t>(first, 0, size);
+  last = std::clamp<int64_t>(last, first, size);
+  // 1 + (n - 1) / step: no overflow for a step near INT64_MAX.
+  return {first, last == first ? 0 : 1 + (last - first - 1) / step};
+}
+
+std::vector<int64_t> splitLengths(int64_t size, int64_t split_size) {
+  std::vector<int64_t> lengths;
+  for (int64_t at = 0; at < size; at += split_size) {
+    lengths.push_back(std::min(split_size, size - at));
+  }
+  if (lengths.empty()) lengths.push_back(0);
+  return lengths;
+}
 
 ShapeFunction shapeFunctionOf(const std::string& op_name) {
   static const std::unordered_map<std::string, ShapeFunction> functions = {

@@ -5,6 +5,7 @@
 
 #include "backend/conv_layout.h"
 #include "backend/detail/stand_ins.h"
+#include "backend/shape_functions.h"
 #include "backend/storage_addresses.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/config.h"
@@ -20,7 +21,6 @@
 #include <c10/util/strides.h>
 
 #include <algorithm>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -214,14 +214,8 @@ std::optional<ViewGeometries> viewGeometryOf(const c10::FunctionSchema& schema,
     }
     const int64_t step = args[4].toInt();
     TORCH_CHECK(step > 0, "slice step must be positive");
-    int64_t start = args[2].isNone() ? 0 : args[2].toInt();
-    int64_t end = args[3].isNone() ? std::numeric_limits<int64_t>::max() : args[3].toInt();
-    if (start < 0) start += size;
-    if (end < 0) end += size;
-    start = std::clamp<int64_t>(start, 0, size);
-    end = std::clamp<int64_t>(end, start, size);
-    const int64_t length = end == start ? 0 : 1 + (end - start - 1) / step;
-    return ViewGeometries{sliceOf(self, dim, start, length, step)};
+    const SliceBounds bounds = sliceBounds(size, args[2], args[3], step);
+    return ViewGeometries{sliceOf(self, dim, bounds.start, bounds.length, step)};
   }
   if ((name == "aten::split" && overload == "Tensor") || name == "aten::split_with_sizes") {
     const size_t dim = dimArg(2, rank);
@@ -229,10 +223,7 @@ std::optional<ViewGeometries> viewGeometryOf(const c10::FunctionSchema& schema,
     if (name == "aten::split") {
       const int64_t split_size = args[1].toInt();
       TORCH_CHECK(split_size > 0, "split: split_size must be positive");
-      for (int64_t at = 0; at < self.sizes[dim]; at += split_size) {
-        lengths.push_back(std::min(split_size, self.sizes[dim] - at));
-      }
-      if (lengths.empty()) lengths.push_back(0);  // eager: one empty piece of an empty dim
+      lengths = splitLengths(self.sizes[dim], split_size);
     } else {
       lengths = args[1].toIntVector();
     }
