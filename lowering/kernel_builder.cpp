@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "lazy_ir/check.h"
+#include "lazy_ir/hash.h"
 #include "lowering/kernel_functions.h"
 
 namespace lazyfuse {
@@ -78,15 +79,14 @@ bool KernelBuilder::InstrKey::operator==(const InstrKey& other) const {
 
 size_t KernelBuilder::InstrKeyHash::operator()(const InstrKey& key) const {
   const KInstr& i = *key.instr;
-  uint64_t h = static_cast<uint64_t>(i.op) * 1000003 + static_cast<uint64_t>(i.dtype);
-  auto mix = [&h](uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
-  mix(std::hash<std::string>{}(i.fn));
-  mix(static_cast<uint64_t>(i.buffer));
-  mix(i.index ? i.index->hash : 0);
-  mix(key.fbits);
-  mix(static_cast<uint64_t>(i.ivalue));
-  mix(static_cast<uint64_t>(i.scope));
-  for (KValue a : i.args) mix(static_cast<uint64_t>(a));
+  HashValue h = hashCombine(static_cast<HashValue>(i.op), static_cast<HashValue>(i.dtype));
+  h = hashCombine(h, hashString(i.fn));
+  h = hashCombine(h, static_cast<HashValue>(i.buffer));
+  h = hashCombine(h, i.index ? i.index->hash : 0);
+  h = hashCombine(h, key.fbits);
+  h = hashCombine(h, static_cast<HashValue>(i.ivalue));
+  h = hashCombine(h, static_cast<HashValue>(i.scope));
+  for (KValue a : i.args) h = hashCombine(h, static_cast<HashValue>(a));
   return static_cast<size_t>(h);
 }
 

@@ -1,6 +1,7 @@
 #include "lowering/kernel_ir.h"
 
 #include "lazy_ir/check.h"
+#include "lazy_ir/hash.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -16,14 +17,10 @@ namespace {
 // is used to merge equal loads). Every rule holds for the non-negative operands Note [Kernel IR]
 // promises; none of them needs to know the range of a variable.
 
-uint64_t mixHash(uint64_t h, uint64_t v) {
-  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
-}
-
 IxPtr make(IxOp op, IxPtr a, IxPtr b) {
   auto ix = std::make_shared<Ix>();
   ix->op = op;
-  ix->hash = mixHash(mixHash(static_cast<uint64_t>(op) + 1, a->hash), b->hash);
+  ix->hash = hashCombine(hashCombine(static_cast<uint64_t>(op) + 1, a->hash), b->hash);
   ix->a = std::move(a);
   ix->b = std::move(b);
   return ix;
@@ -33,7 +30,7 @@ IxPtr leaf(IxOp op, int64_t value) {
   auto ix = std::make_shared<Ix>();
   ix->op = op;
   ix->value = value;
-  ix->hash = mixHash(static_cast<uint64_t>(op) + 1, static_cast<uint64_t>(value));
+  ix->hash = hashCombine(static_cast<uint64_t>(op) + 1, static_cast<uint64_t>(value));
   return ix;
 }
 
@@ -190,7 +187,7 @@ bool ixSame(const std::vector<IxPtr>& a, const std::vector<IxPtr>& b) {
 
 uint64_t ixHash(const std::vector<IxPtr>& index) {
   uint64_t h = index.size();
-  for (const IxPtr& ix : index) h = mixHash(h, ix ? ix->hash : 0);
+  for (const IxPtr& ix : index) h = hashCombine(h, ix ? ix->hash : 0);
   return h;
 }
 

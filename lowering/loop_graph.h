@@ -11,6 +11,7 @@
 // Views and scatters are index functions inside the kernels that use them, never copies.
 
 #include "lazy_ir/graph.h"
+#include "lazy_ir/hash.h"
 #include "lowering/kernel_builder.h"
 
 #include <functional>
@@ -61,8 +62,9 @@ struct LoopValueKey {
 
 struct LoopValueKeyHash {
   size_t operator()(const LoopValueKey& key) const {
-    return static_cast<size_t>(ixHash(key.index) * 31 + static_cast<uint64_t>(key.id) * 7 +
-                               static_cast<uint64_t>(key.scope));
+    return static_cast<size_t>(
+        hashCombine(hashCombine(ixHash(key.index), static_cast<HashValue>(key.id)),
+                    static_cast<HashValue>(key.scope)));
   }
 };
 
