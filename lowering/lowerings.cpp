@@ -39,32 +39,14 @@ OpName splitOpName(const std::string& name) {
 bool readsAnyLayout(const std::string& name) {
   // The ops where views of weights and activations meet in training: the matmul and
   // convolution families and their backward ops, with the losses and lookups around them.
-  static const std::unordered_set<std::string> kAnyLayout = {"mm",
-                                                             "addmm",
-                                                             "bmm",
-                                                             "baddbmm",
-                                                             "addbmm",
-                                                             "mv",
-                                                             "addmv",
-                                                             "dot",
-                                                             "vdot",
-                                                             "linear",
-                                                             "_addmm_activation",
-                                                             "convolution",
-                                                             "_convolution",
-                                                             "convolution_backward",
-                                                             "embedding",
-                                                             "embedding_dense_backward",
-                                                             "index_select",
-                                                             "gather",
-                                                             "cat",
-                                                             "stack",
-                                                             "mse_loss",
-                                                             "mse_loss_backward",
-                                                             "nll_loss_forward",
-                                                             "nll_loss_backward",
-                                                             "nll_loss2d_forward",
-                                                             "nll_loss2d_backward"};
+  static const std::unordered_set<std::string> kAnyLayout = {
+      "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "linear",
+      "_addmm_activation", "convolution", "_convolution", "convolution_backward", "embedding",
+      "embedding_dense_backward", "index_select", "gather", "cat", "stack", "mse_loss",
+      "mse_loss_backward", "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward",
+      "nll_loss2d_backward",
+      // Write into a copy of self (a slab of a cache); the result is laid out as its meta says.
+      "index_copy", "index_put", "index_add", "scatter", "scatter_add"};
   if (!startsWith(name, "aten::")) return false;
   return kAnyLayout.count(splitOpName(name).op) > 0;
 }

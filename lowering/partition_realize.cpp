@@ -53,7 +53,30 @@ void Partitioner::markRealized() {
     }
   }
   p_.live = std::move(live);
+  viewRealizedRoots();
   capInlineDepth();
+}
+
+void Partitioner::viewRealizedRoots() {
+  std::vector<bool> kept(p_.loops.nodes.size(), false);  // outputs, and the roots of views
+  for (const NodeRef& out : graph_.outputs())
+    kept[p_.node_loops[out.position].at(out.index)] = true;
+  for (const StridedView& view : p_.views) kept[rootOf(view)] = true;
+  for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
+    if (!p_.is_extern[pos] || !readsAnyLayout(graph_.nodes()[pos]->opName())) continue;
+    for (const NodeRef& ref : graph_.inputsOf(pos)) {
+      const LoopId id = p_.node_loops[ref.position].at(ref.index);
+      if (!p_.realized[id] || kept[id] || p_.view_of[id] >= 0 ||
+          p_.loops[id].kind != LoopNode::kCompute) {
+        continue;
+      }
+      std::optional<StridedView> view = stridedViewOf(graph_, p_, id, ref);
+      if (!view || !p_.realized[rootOf(*view)]) continue;
+      p_.realized[id] = false;
+      p_.view_of[id] = static_cast<int32_t>(p_.views.size());
+      p_.views.push_back(std::move(*view));
+    }
+  }
 }
 
 LoopId Partitioner::inMemory(const NodeRef& ref, bool any_layout) {

@@ -90,8 +90,12 @@ std::optional<StridedView> stridedViewOf(const Graph& graph, const Partition& p,
   const NodeRef source = *p.ref_of[read.id];
   const TensorMeta& root_meta = graph.nodes()[source.position]->outputMeta(source.index);
   const TensorMeta& meta = graph.nodes()[value.position]->outputMeta(value.index);
-  // Writing a computed root in full must not cost more than writing the view (a slice of it).
-  if (root.kind == LoopNode::kCompute && root_meta.numel() > meta.numel()) return std::nullopt;
+  // Writing a computed root in full must not cost more than writing the view (a slice of it),
+  // unless the root is written anyway (a graph output: a KV cache an attention reads a slab of).
+  if (root.kind == LoopNode::kCompute && root_meta.numel() > meta.numel() &&
+      !(read.id < static_cast<LoopId>(p.realized.size()) && p.realized[read.id])) {
+    return std::nullopt;
+  }
   std::vector<int64_t> strides(node.sizes.size(), 0);
   int64_t offset = 0;
   if (!ixAffineOver(ixOffset(read.index, root_meta.strides), node.sizes, strides, offset) ||

@@ -36,6 +36,11 @@ class Partitioner {
   /// `any_layout`, only a whole rename qualifies: a view indistinguishable from a fresh tensor.
   LoopId inMemory(const NodeRef& ref, bool any_layout);
   LoopId rootOf(const StridedView& view) const;
+  /// An input of an extern that reads any layout, written as a copy of part of its root because
+  /// the root was not known to be in memory when the input was seen, becomes a strided view of
+  /// it once the root turns out to be written anyway (the cache of an attention step, whose
+  /// slabs the matmuls read).
+  void viewRealizedRoots();
   /// The view has the value's own layout, and covers its root's buffer exactly (so neither
   /// holds on to a larger buffer nor lets an op read past its end).
   bool isWholeRename(const StridedView& view) const;

@@ -181,3 +181,67 @@ def test_gradients_through_split_of_a_linear_match_eager():
     ew = w.clone().requires_grad_()
     step(x, ew).backward()
     torch.testing.assert_close(lw.grad.cpu(), ew.grad)
+
+
+# Ops that write into a copy of `self`, read as a slab of a larger buffer (a KV cache).
+INDEX_WRITES = {
+    "index_copy": lambda slab, idx, src: slab.index_copy(1, idx, src),
+    "index_add": lambda slab, idx, src: slab.index_add(1, idx, src, alpha=2),
+    "index_put": lambda slab, idx, src: slab.index_put(
+        (torch.arange(3, device=idx.device)[:, None], idx[None]), src),
+    "index_put_accumulate": lambda slab, idx, src: slab.index_put(
+        (torch.arange(3, device=idx.device)[:, None], idx[None]), src, accumulate=True),
+    "scatter": lambda slab, idx, src: slab.scatter(1, idx.view(1, -1, 1).expand(3, -1, 5), src),
+    "scatter_add": lambda slab, idx, src: slab.scatter_add(
+        1, idx.view(1, -1, 1).expand(3, -1, 5), src),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_WRITES))
+@pytest.mark.parametrize("slab", ["select", "transposed"])
+def test_index_writes_read_a_slab_of_their_input_in_place(name, slab):
+    # The slab is a strided view of the cache's buffer, not a copy written by a kernel first;
+    # the result is a fresh tensor with eager's layout.
+    def fn(cache, idx, src):
+        part = cache[1] if slab == "select" else cache[0].transpose(0, 1).transpose(0, 1)
+        return INDEX_WRITES[name](part * 1 if slab == "transposed" else part, idx, src)
+
+    cache, src = torch.randn(2, 3, 8, 5), torch.randn(3, 2, 5)
+    idx = torch.tensor([6, 2])
+    lazy = to_lazy([cache, idx, src])
+    lazyfuse.mark_step()
+    out = fn(*lazy)
+    if slab == "select":
+        plan = lazyfuse.dump_ir(out, "plan")
+        slab_copies = [line for line in plan.splitlines()
+                       if " kernel " in line and ("[120]" in line or "[3, 8, 5]" in line)]
+        assert not slab_copies, plan
+    expected = reference(fn, cache, idx, src)
+    assert out.stride() == expected.stride()
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+def test_attention_reads_slabs_of_an_updated_cache_through_views():
+    # A decoding step writes a row into each layer's K and V slabs, then multiplies by them:
+    # the updated cache is written by a kernel anyway, and both the index writes and the
+    # matmuls read its slabs in place (Note [Strided views of buffers]).
+    def step(cache, idx, k, q):
+        for layer in range(2):
+            cache[layer, 0].index_copy_(1, idx, k * (layer + 1))
+            cache[layer, 1].index_copy_(1, idx, k - layer)
+            scores = (q @ cache[layer, 0].transpose(-2, -1)).softmax(-1)
+            q = scores @ cache[layer, 1]
+        return q, cache
+
+    cache, k, q = torch.randn(2, 2, 3, 8, 5), torch.randn(3, 1, 5), torch.randn(3, 1, 5)
+    idx = torch.tensor([6])
+    lazy = to_lazy([cache, idx, k, q])
+    lazyfuse.mark_step()
+    out = step(*lazy)
+    plan = lazyfuse.dump_ir(list(out), "plan")
+    slab_copies = [line for line in plan.splitlines()
+                   if " kernel " in line and "over [120]" in line]
+    assert not slab_copies, plan
+    assert plan.count(" view ") >= 12, plan
+    for got, want in zip(out, reference(step, cache, idx, k, q)):
+        torch.testing.assert_close(got.cpu(), want)
