@@ -3,7 +3,9 @@
 #include "kernels/cuda_graph.h"
 #include "kernels/fused_runner.h"
 #include "kernels/interrupts.h"
+#include "kernels/target.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 
 #include <ATen/core/List.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -57,6 +59,32 @@ void moveCpuScalars(torch::jit::Stack& stack) {
     const at::Tensor& t = v.toTensor();
     if (t.dim() == 0) v = at::full({}, t.item(), t.options().device(*device));
   }
+}
+
+/// See Note [Region writes] in lowering/region_writes.cpp.
+void runRegionWrite(const RegionWrite& write, const Graph& graph, PlanValues& values) {
+  const at::Tensor& base = values.nodes.at(write.base.position).at(write.base.index);
+  LF_INTERNAL_ASSERT(base.defined(), "value %", write.base.position, " used after release");
+  const TensorMeta& meta = graph.nodes()[write.value.position]->outputMeta(write.value.index);
+  at::Tensor out;
+  // Only the plan's slot holds the tensor, and only the tensor its storage: no view of it lives.
+  if (write.may_donate && values.donation != nullptr && config::donation() &&
+      base.use_count() == 1 && base.storage().use_count() == 1 && sameLayout(base, meta)) {
+    out = base;
+    ++values.donation->donated;
+  } else {
+    out = values.target != nullptr
+              ? values.target->allocate(meta.sizes, meta.strides, meta.dtype, base.device())
+              : at::empty_strided(meta.sizes, meta.strides, base.options());
+    out.copy_(base);
+  }
+  const at::Tensor& index = values.nodes.at(write.index.position).at(write.index.index);
+  const at::Tensor& source = values.nodes.at(write.source.position).at(write.source.index);
+  out.as_strided(write.sizes, write.strides, out.storage_offset() + write.offset)
+      .index_copy_(write.dim, index, source);
+  std::vector<at::Tensor>& slot = values.nodes.at(write.value.position);
+  slot.resize(std::max<size_t>(slot.size(), write.value.index + 1));
+  slot[write.value.index] = std::move(out);
 }
 
 class StepRunner {
@@ -352,6 +380,8 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
       }
     } else if (step.kind == StepKind::kStridedView) {
       takeView(plan.views.at(step.view), graph, values.nodes);
+    } else if (step.kind == StepKind::kRegionWrite) {
+      runRegionWrite(plan.region_writes.at(step.region), graph, values);
     } else {
       runner.run(step.position);
     }

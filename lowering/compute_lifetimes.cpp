@@ -22,6 +22,10 @@ std::vector<uint32_t> stepValues(const Graph& graph, const ExecutionPlan& plan,
     const StridedView& view = plan.views.at(step.view);
     return {view.value.position, view.source.position};
   }
+  if (step.kind == StepKind::kRegionWrite) {
+    const RegionWrite& write = plan.region_writes.at(step.region);
+    return {write.value.position, write.base.position, write.index.position, write.source.position};
+  }
   std::vector<int32_t> kernels = {step.kernel};
   if (step.kind == StepKind::kKernelBatch) kernels = plan.batches.at(step.batch).kernels;
   for (int32_t k : kernels) {

@@ -18,7 +18,9 @@ c10::Scalar paramValue(const Graph& graph, const ParamBinding& binding) {
 
 bool hasDonations(const ExecutionPlan& plan) {
   return std::any_of(plan.kernels.begin(), plan.kernels.end(),
-                     [](const FusedKernel& k) { return !k.donations.empty(); });
+                     [](const FusedKernel& k) { return !k.donations.empty(); }) ||
+         std::any_of(plan.region_writes.begin(), plan.region_writes.end(),
+                     [](const RegionWrite& w) { return w.may_donate; });
 }
 
 }  // namespace lazyfuse

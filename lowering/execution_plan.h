@@ -19,6 +19,7 @@ enum class StepKind : uint8_t {
   kFusedKernel,  // run kernels[kernel]
   kKernelBatch,  // run the kernels of batches[batch], independent of each other, in any order
   kStridedView,  // take views[view]: a value that is a strided view of another one's buffer
+  kRegionWrite,  // run region_writes[region]: index_copy_ into a region of a value's buffer
 };
 
 /// What one kernel buffer is at run time: a graph value (node output) or a plan temporary.
@@ -79,12 +80,30 @@ struct StridedView {
   int64_t offset = 0;  // elements past the source's first element
 };
 
+/// A value that is another value, `base`, with rows of one region of it overwritten by an
+/// index_copy: `cache[i, 0].index_copy_(2, pos, k)`, which functionalization records as
+/// index_copy of a view of the cache scattered back into it (select_scatter / slice_scatter).
+/// It runs as index_copy_ into that region of base's memory when the plan alone holds it and
+/// nothing reads it later, or of a copy of base otherwise. See Note [Region writes].
+struct RegionWrite {
+  NodeRef value;                        // the outermost scatter: base updated
+  NodeRef base;                         // laid out as `value`'s meta says
+  std::vector<int64_t> sizes, strides;  // the region, in elements of base's buffer
+  int64_t offset = 0;
+  int64_t dim = 0;          // index_copy's
+  NodeRef index;            // index_copy's
+  NodeRef source;           // index_copy's
+  uint32_t op = 0;          // the index_copy node (named in errors and in the profiler)
+  bool may_donate = false;  // base's memory may be written (see Note [Region writes])
+};
+
 struct PlanStep {
   StepKind kind = StepKind::kExternCall;
   uint32_t position = 0;  // kExternCall
   int32_t kernel = -1;    // kFusedKernel
   int32_t batch = -1;     // kKernelBatch
   int32_t view = -1;      // kStridedView
+  int32_t region = -1;    // kRegionWrite
   /// Node positions whose buffers are dead after this step (last use, not a graph output).
   std::vector<uint32_t> release_after;
 };
@@ -99,6 +118,7 @@ struct ExecutionPlan {
   std::vector<FusedKernel> kernels;
   std::vector<KernelBatch> batches;
   std::vector<StridedView> views;
+  std::vector<RegionWrite> region_writes;
   int32_t num_temps = 0;
   /// ATen nodes of a fused plan that run their ATen kernel as extern steps: no lowering (matmul,
   /// convolution), one that declined the call's argument forms, or left to ATen on the target.

@@ -136,6 +136,13 @@ void emitKernels(const Graph& graph, const Partition& p, ExecutionPlan& plan) {
       plan.steps.push_back(std::move(step));
       continue;
     }
+    if (s.group < 0 && p.region_of.at(s.position) >= 0) {
+      step.kind = StepKind::kRegionWrite;
+      step.region = static_cast<int32_t>(plan.region_writes.size());
+      plan.region_writes.push_back(p.region_writes.at(p.region_of[s.position]));
+      plan.steps.push_back(std::move(step));
+      continue;
+    }
     if (s.group < 0) {
       step.kind = StepKind::kExternCall;
       step.position = s.position;

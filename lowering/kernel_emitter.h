@@ -38,6 +38,11 @@ struct Partition {
   std::vector<Step> steps;
   std::vector<StridedView> views;  // Note [Strided views of buffers]
   std::vector<int32_t> view_of;    // per loop node: its index in `views`, or -1
+  // Note [Region writes]: per graph node, the write it is the outermost scatter of (or -1), and
+  // whether it is a node a write takes the place of.
+  std::vector<RegionWrite> region_writes;
+  std::vector<int32_t> region_of;
+  std::vector<bool> absorbed;
 };
 
 /// Appends the partition's steps to `plan`, building each group's kernel.

@@ -20,6 +20,7 @@
 
 #include "lazy_ir/check.h"
 #include "lowering/detail/partitioner.h"
+#include "lowering/detail/region_writes.h"
 #include "lowering/lowerings.h"
 
 #include <cstring>
@@ -103,15 +104,20 @@ void Partitioner::run(ExecutionPlan& plan) {
 }
 
 void Partitioner::lowerNodes() {
+  p_.region_writes = findRegionWrites(graph_, p_.region_of, p_.absorbed);
   for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
     const Node& node = *graph_.nodes()[pos];
     if (node.kind() == OpKind::kDeviceData) {
       p_.node_loops[pos] = {addBuffer(pos, 0, node.outputMeta(0))};
       continue;
     }
-    if (lowerable(graph_, pos) && !leftToAten(node, target_) && tryLower(pos)) continue;
+    // A node a region write computes, or takes the place of, is a buffer no kernel computes.
+    const bool written = p_.region_of[pos] >= 0 || p_.absorbed[pos];
+    if (!written && lowerable(graph_, pos) && !leftToAten(node, target_) && tryLower(pos)) {
+      continue;
+    }
     p_.is_extern[pos] = true;
-    ++unfused_;
+    if (!p_.absorbed[pos]) ++unfused_;
     for (uint32_t k = 0; k < node.numOutputs(); ++k) {
       p_.node_loops[pos].push_back(addBuffer(pos, k, node.outputMeta(k)));
     }

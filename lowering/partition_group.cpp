@@ -107,8 +107,10 @@ void Partitioner::group() {
       const uint32_t pos = node.source.position;
       if (!p_.is_extern[pos]) continue;  // device data: read from the start
       if (p_.extern_step[pos] < 0) {
-        for (const NodeRef& ref : graph_.inputsOf(pos))
-          addViewStep(p_.node_loops[ref.position].at(ref.index));
+        for (bool any_layout : {false, true}) {
+          for (const NodeRef& ref : externInputs(pos, any_layout))
+            addViewStep(p_.node_loops[ref.position].at(ref.index));
+        }
         p_.extern_step[pos] = static_cast<int32_t>(p_.steps.size());
         p_.steps.push_back({-1, pos});
       }

@@ -26,9 +26,8 @@ void Partitioner::markRealized() {
   for (const NodeRef& out : graph_.outputs()) need(inMemory(out, /*any_layout=*/false));
   for (bool any_layout : {false, true}) {
     for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
-      if (!p_.is_extern[pos]) continue;
-      if (readsAnyLayout(graph_.nodes()[pos]->opName()) != any_layout) continue;
-      for (const NodeRef& ref : graph_.inputsOf(pos)) need(inMemory(ref, any_layout));
+      if (!p_.is_extern[pos] || p_.absorbed[pos]) continue;
+      for (const NodeRef& ref : externInputs(pos, any_layout)) need(inMemory(ref, any_layout));
       for (LoopId id : p_.node_loops[pos]) live[id] = true;
     }
   }
@@ -63,8 +62,8 @@ void Partitioner::viewRealizedRoots() {
     kept[p_.node_loops[out.position].at(out.index)] = true;
   for (const StridedView& view : p_.views) kept[rootOf(view)] = true;
   for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
-    if (!p_.is_extern[pos] || !readsAnyLayout(graph_.nodes()[pos]->opName())) continue;
-    for (const NodeRef& ref : graph_.inputsOf(pos)) {
+    if (!p_.is_extern[pos] || p_.absorbed[pos]) continue;
+    for (const NodeRef& ref : externInputs(pos, /*any_layout=*/true)) {
       const LoopId id = p_.node_loops[ref.position].at(ref.index);
       if (!p_.realized[id] || kept[id] || p_.view_of[id] >= 0 ||
           p_.loops[id].kind != LoopNode::kCompute) {
@@ -77,6 +76,18 @@ void Partitioner::viewRealizedRoots() {
       p_.views.push_back(std::move(*view));
     }
   }
+}
+
+std::vector<NodeRef> Partitioner::externInputs(uint32_t pos, bool any_layout) const {
+  if (p_.region_of[pos] >= 0) {
+    // index_copy_ reads its index and source as any layout; the base becomes the result.
+    const RegionWrite& write = p_.region_writes[p_.region_of[pos]];
+    if (!any_layout) return {write.base};
+    return {write.index, write.source};
+  }
+  if (readsAnyLayout(graph_.nodes()[pos]->opName()) != any_layout) return {};
+  const c10::ArrayRef<NodeRef> inputs = graph_.inputsOf(pos);
+  return {inputs.begin(), inputs.end()};
 }
 
 LoopId Partitioner::inMemory(const NodeRef& ref, bool any_layout) {

@@ -243,12 +243,31 @@ void planStep(const Graph& graph, uint32_t s, bool data, const std::vector<int32
 bool planDonations(const Graph& graph, ExecutionPlan& plan) {
   uint32_t first = 0;  // the first step after the last extern call: device data from there
   for (uint32_t s = 0; s < plan.steps.size(); ++s) {
-    if (plan.steps[s].kind == StepKind::kExternCall) first = s + 1;
+    const StepKind kind = plan.steps[s].kind;
+    if (kind == StepKind::kExternCall || kind == StepKind::kRegionWrite) first = s + 1;
   }
   const std::vector<uint32_t> last = lastUsesThroughViews(graph, plan);
   const std::vector<std::vector<uint32_t>> sharers = storageSharers(graph);
   std::set<ValueKey> outputs;
   for (const NodeRef& out : graph.outputs()) outputs.insert(keyOf(out));
+  // See Note [Region writes]: an intermediate base that nothing reads afterwards.
+  for (uint32_t s = 0; s < plan.steps.size(); ++s) {
+    if (plan.steps[s].kind != StepKind::kRegionWrite) continue;
+    RegionWrite& write = plan.region_writes.at(plan.steps[s].region);
+    // index_copy_ refuses a source or index that overlaps what it writes.
+    bool reads_base = false;
+    for (const NodeRef& in : {write.index, write.source}) {
+      reads_base = reads_base || in.position == write.base.position;
+      for (const StridedView& view : plan.views) {
+        if (view.value.position == in.position && view.source.position == write.base.position) {
+          reads_base = true;
+        }
+      }
+    }
+    write.may_donate = graph.nodes()[write.base.position]->kind() != OpKind::kDeviceData &&
+                       !outputs.count(keyOf(write.base)) && last.at(write.base.position) == s &&
+                       !reads_base;
+  }
   std::vector<uint32_t> unread = unreadData(graph, last, outputs);
   for (uint32_t s = 0; s < plan.steps.size(); ++s) {
     const PlanStep& step = plan.steps[s];

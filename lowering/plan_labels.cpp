@@ -55,6 +55,9 @@ void labelSteps(const Graph& graph, ExecutionPlan& plan) {
         break;
       }
       case StepKind::kStridedView: labels->push_back("lazyfuse::view"); break;
+      case StepKind::kRegionWrite:
+        labels->push_back("lazyfuse::region write [aten::index_copy_]");
+        break;
       case StepKind::kExternCall:
         labels->push_back("lazyfuse::extern " + graph.nodes()[step.position]->opName());
         break;

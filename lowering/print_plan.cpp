@@ -24,6 +24,15 @@ void printSizes(std::ostream& out, const std::vector<int64_t>& sizes) {
   out << "]";
 }
 
+/// `[sizes] strides [strides] offset offset`.
+void printGeometry(std::ostream& out, const std::vector<int64_t>& sizes,
+                   const std::vector<int64_t>& strides, int64_t offset) {
+  printSizes(out, sizes);
+  out << " strides ";
+  printSizes(out, strides);
+  out << " offset " << offset;
+}
+
 void printKernel(std::ostream& out, const FusedKernel& k) {
   out << "kernel " << k.kernel.name << " over ";
   printSizes(out, k.kernel.domain);
@@ -70,10 +79,23 @@ std::string printPlan(const Graph& graph, const ExecutionPlan& plan) {
       out << " = ";
       printRef(out, view.source);
       out << " as ";
-      printSizes(out, view.sizes);
-      out << " strides ";
-      printSizes(out, view.strides);
-      out << " offset " << view.offset << "\n";
+      printGeometry(out, view.sizes, view.strides, view.offset);
+      out << "\n";
+      continue;
+    }
+    if (step.kind == StepKind::kRegionWrite) {
+      const RegionWrite& write = plan.region_writes[step.region];
+      out << "region write ";
+      printRef(out, write.value);
+      out << " = ";
+      printRef(out, write.base);
+      out << " with index_copy_(" << write.dim << ", ";
+      printRef(out, write.index);
+      out << ", ";
+      printRef(out, write.source);
+      out << ") into ";
+      printGeometry(out, write.sizes, write.strides, write.offset);
+      out << (write.may_donate ? " (may write in place)" : "") << "\n";
       continue;
     }
     if (step.kind == StepKind::kKernelBatch) {

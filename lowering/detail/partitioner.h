@@ -35,6 +35,9 @@ class Partitioner {
   /// value can be a view of another value's buffer, that value's (the view is recorded). Unless
   /// `any_layout`, only a whole rename qualifies: a view indistinguishable from a fresh tensor.
   LoopId inMemory(const NodeRef& ref, bool any_layout);
+  /// The inputs extern step `pos` reads as any layout (`any_layout`) or as fresh tensors: a
+  /// region write's base, index and source (Note [Region writes]), another extern's inputs.
+  std::vector<NodeRef> externInputs(uint32_t pos, bool any_layout) const;
   LoopId rootOf(const StridedView& view) const;
   /// An input of an extern that reads any layout, written as a copy of part of its root because
   /// the root was not known to be in memory when the input was seen, becomes a strided view of

@@ -1,0 +1,206 @@
+// Note [Region writes]
+// A decoding step writes one row into each layer's slab of a KV cache:
+// `cache[i, 0].index_copy_(2, pos, k)`. Functionalization records that as a new cache,
+//   select_scatter(cache, select_scatter(select(cache, 0, i), index_copy(select(select(cache,
+//                  0, i), 0, 0), 2, pos, k), 0, 0), 0, i)
+// and a plan of kernels computed it as such: a copy of the slab (or a view of it), index_copy
+// writing a new slab, and a kernel writing the whole cache again around it, twice per layer. Eager
+// writes the rows alone, in place. So a chain of that form, found here on the graph, runs as one
+// kRegionWrite step instead: the base's memory (or a copy of it), with index_copy_ into the
+// region the view chain selects, which ATen computes on a meta tensor of the base's layout.
+//
+// The form, from the outermost scatter S inwards: S = select_scatter or slice_scatter (base,
+// src, args), whose src is either another scatter whose self is the view of base that S
+// scatters into (select_copy.int / slice_copy.Tensor with S's arguments after self: same dim,
+// index, start, end, step), and so on, or, innermost, index_copy(self, dim, index, source) whose
+// self is that chain of views of base. The inner scatters and the index_copy must have no other
+// reader and be no graph output (their values are never computed), every argument of the chain
+// must be a constant of the graph, and base must have the layout S's meta gives (what it
+// becomes). Views in the chain may be separate nodes of the same op, source and arguments, as
+// functionalization records a view once per use.
+//
+// The step writes in place (RegionWrite::may_donate, decided by planDonations) only when base is
+// an intermediate value (never device data: a graph that fails after writing into a user's
+// tensor could not be run again; Note [Donated buffers]), is no graph output, and no step after
+// this one reads it or a view of it; at run time, only when nothing but the plan holds base's
+// tensor and storage. Otherwise it copies base first, which costs what the scatter kernel did.
+// index_copy_ raises eager's errors (an index out of range) when the step runs.
+
+#include "lowering/detail/region_writes.h"
+
+#include "lowering/lowerings.h"
+
+#include <ATen/ATen.h>
+
+namespace lazyfuse::detail {
+namespace {
+
+enum class ViewKind { kNone, kSelect, kSlice };
+
+/// Which view op a node is, as a select or slice view (`copy`) or as its scatter (`!copy`).
+ViewKind viewKind(const Node& node, bool copy) {
+  if (node.kind() != OpKind::kAten) return ViewKind::kNone;
+  const std::string& name = node.aten().name;
+  if (name == (copy ? "aten::select_copy.int" : "aten::select_scatter")) return ViewKind::kSelect;
+  if (name == (copy ? "aten::slice_copy.Tensor" : "aten::slice_scatter")) return ViewKind::kSlice;
+  return ViewKind::kNone;
+}
+
+/// A view's arguments after its tensor(s): (dim, index) or (dim, start, end, step).
+struct ViewStep {
+  ViewKind kind = ViewKind::kNone;
+  std::vector<c10::IValue> args;
+};
+
+bool sameConstant(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isNone() || b.isNone()) return a.isNone() && b.isNone();
+  return a.isInt() && b.isInt() && a.toInt() == b.toInt();
+}
+
+/// The constant arguments of `node` from schema position `first` on, or nullopt when one is not
+/// a constant int or None.
+std::optional<std::vector<c10::IValue>> constantArgs(const Node& node, size_t first) {
+  std::vector<c10::IValue> args;
+  const std::vector<ArgSlot>& slots = node.aten().args;
+  for (size_t i = first; i < slots.size(); ++i) {
+    if (slots[i].kind != ArgKind::kConstant) return std::nullopt;
+    const c10::IValue& v = slots[i].constant;
+    if (!v.isInt() && !v.isNone()) return std::nullopt;
+    args.push_back(v);
+  }
+  return args;
+}
+
+bool sameRef(const NodeRef& a, const NodeRef& b) {
+  return a.position == b.position && a.index == b.index;
+}
+
+class Finder {
+ public:
+  explicit Finder(const Graph& graph) : graph_(graph), users_(graph.nodes().size(), 0) {
+    for (uint32_t pos = 0; pos < graph.nodes().size(); ++pos) {
+      for (const NodeRef& ref : graph.inputsOf(pos)) ++users_[ref.position];
+    }
+    for (const NodeRef& out : graph.outputs()) ++users_[out.position];
+  }
+
+  /// The region write whose outermost scatter is at `position`, with the positions of the nodes
+  /// it takes the place of.
+  std::optional<RegionWrite> find(uint32_t position, std::vector<uint32_t>& absorbed) const {
+    const Node& outer = *graph_.nodes()[position];
+    if (viewKind(outer, /*copy=*/false) == ViewKind::kNone) return std::nullopt;
+    const NodeRef base = graph_.inputsOf(position)[0];
+    const TensorMeta& base_meta = graph_.nodes()[base.position]->outputMeta(base.index);
+    const TensorMeta& meta = outer.outputMeta(0);
+    if (base_meta.dtype != meta.dtype || base_meta.sizes != meta.sizes ||
+        base_meta.strides != meta.strides) {
+      return std::nullopt;
+    }
+    std::vector<ViewStep> steps;
+    uint32_t scatter = position;
+    while (true) {
+      const Node& node = *graph_.nodes()[scatter];
+      std::optional<std::vector<c10::IValue>> args = constantArgs(node, 2);
+      if (!args || !isView(graph_.inputsOf(scatter)[0], base, steps)) return std::nullopt;
+      steps.push_back({viewKind(node, false), std::move(*args)});
+      const NodeRef src = graph_.inputsOf(scatter)[1];
+      if (!onlyFeeds(src)) return std::nullopt;
+      const Node& inner = *graph_.nodes()[src.position];
+      absorbed.push_back(src.position);
+      if (viewKind(inner, /*copy=*/false) != ViewKind::kNone) {
+        scatter = src.position;
+        continue;
+      }
+      if (inner.kind() != OpKind::kAten || inner.aten().name != "aten::index_copy") {
+        return std::nullopt;
+      }
+      return indexCopyInto(position, base, src.position, steps);
+    }
+  }
+
+ private:
+  /// Whether `ref` is an output that only one reader uses, once, and no graph output.
+  bool onlyFeeds(const NodeRef& ref) const {
+    const Node& node = *graph_.nodes()[ref.position];
+    return ref.index == 0 && node.numOutputs() == 1 && users_[ref.position] == 1;
+  }
+
+  /// Whether `ref` is `base` viewed by `steps`, in order.
+  bool isView(NodeRef ref, const NodeRef& base, const std::vector<ViewStep>& steps) const {
+    for (auto step = steps.rbegin(); step != steps.rend(); ++step) {
+      const Node& node = *graph_.nodes()[ref.position];
+      if (ref.index != 0 || viewKind(node, /*copy=*/true) != step->kind) return false;
+      std::optional<std::vector<c10::IValue>> args = constantArgs(node, 1);
+      if (!args || args->size() != step->args.size()) return false;
+      for (size_t i = 0; i < args->size(); ++i) {
+        if (!sameConstant((*args)[i], step->args[i])) return false;
+      }
+      ref = graph_.inputsOf(ref.position)[0];
+    }
+    return sameRef(ref, base);
+  }
+
+  std::optional<RegionWrite> indexCopyInto(uint32_t position, const NodeRef& base, uint32_t op,
+                                           const std::vector<ViewStep>& steps) const {
+    const Node& node = *graph_.nodes()[op];
+    const c10::ArrayRef<NodeRef> inputs = graph_.inputsOf(op);  // self, index, source
+    const std::vector<ArgSlot>& slots = node.aten().args;
+    if (inputs.size() != 3 || slots.size() != 4 || slots[1].kind != ArgKind::kConstant ||
+        !slots[1].constant.isInt() || !isView(inputs[0], base, steps)) {
+      return std::nullopt;
+    }
+    const TensorMeta& meta = graph_.nodes()[base.position]->outputMeta(base.index);
+    at::Tensor region = at::empty_strided(meta.sizes, meta.strides,
+                                          at::TensorOptions().dtype(meta.dtype).device(at::kMeta));
+    for (const ViewStep& step : steps) {
+      const int64_t dim = step.args[0].toInt();
+      if (step.kind == ViewKind::kSelect) {
+        region = region.select(dim, step.args[1].toInt());
+        continue;
+      }
+      auto optional = [](const c10::IValue& v) {
+        return v.isNone() ? std::nullopt : std::optional<int64_t>(v.toInt());
+      };
+      region =
+          region.slice(dim, optional(step.args[1]), optional(step.args[2]), step.args[3].toInt());
+    }
+    if (region.sizes() != c10::IntArrayRef(node.outputMeta(0).sizes)) return std::nullopt;
+    RegionWrite write;
+    write.value = {position, 0};
+    write.base = base;
+    write.sizes = region.sizes().vec();
+    write.strides = region.strides().vec();
+    write.offset = region.storage_offset();
+    write.dim = slots[1].constant.toInt();
+    write.index = inputs[1];
+    write.source = inputs[2];
+    write.op = op;
+    return write;
+  }
+
+  const Graph& graph_;
+  std::vector<int32_t> users_;  // per node: how many inputs and graph outputs refer to it
+};
+
+}  // namespace
+
+std::vector<RegionWrite> findRegionWrites(const Graph& graph, std::vector<int32_t>& region_of,
+                                          std::vector<bool>& absorbed) {
+  std::vector<RegionWrite> writes;
+  region_of.assign(graph.nodes().size(), -1);
+  absorbed.assign(graph.nodes().size(), false);
+  const Finder finder(graph);
+  // From the last node back: an outer scatter is seen before the scatters it takes in.
+  for (uint32_t pos = static_cast<uint32_t>(graph.nodes().size()); pos-- > 0;) {
+    if (absorbed[pos]) continue;
+    std::vector<uint32_t> inner;
+    std::optional<RegionWrite> write = finder.find(pos, inner);
+    if (!write) continue;
+    region_of[pos] = static_cast<int32_t>(writes.size());
+    for (uint32_t p : inner) absorbed[p] = true;
+    writes.push_back(std::move(*write));
+  }
+  return writes;
+}
+
+}  // namespace lazyfuse::detail

@@ -1,0 +1,170 @@
+"""An index_copy_ into a view of a tensor (a row of a KV cache) runs as index_copy_ into that
+region of the tensor's memory, or of a copy of it, instead of kernels that write the whole tensor
+again (Note [Region writes]). Against eager on the hardware device, with every graph fused."""
+
+import pytest
+import torch
+
+import lazyfuse
+from helpers import reference, to_lazy
+
+
+@pytest.fixture(autouse=True)
+def always_fuse(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_FUSION", "always")
+
+
+def cache_inputs(rows=1, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    cache = torch.randn(2, 2, 3, 8, 5, generator=g)
+    index = torch.tensor([6, 1, 3][:rows])
+    src = torch.randn(3, rows, 5, generator=g)
+    return cache, index, src
+
+
+def plan_of(*tensors):
+    return lazyfuse.dump_ir(list(tensors), "plan")
+
+
+# Views of the cache an index_copy_ writes into: selects, slices (with steps, negative dims and
+# bounds) and both mixed. Each takes (cache, index, src) and returns what it wrote.
+WRITES = {
+    "select of select": lambda c, i, s: c[1, 0].index_copy_(1, i, s),
+    "negative dims": lambda c, i, s: c.select(-5, 1).select(-4, 1).index_copy_(-2, i, s),
+    "slice": lambda c, i, s: c[0, 1, :, 1:7].index_copy_(1, i - 1, s),
+    "stepped slice": lambda c, i, s: c[1, 1, :, ::2].index_copy_(1, i // 2, s),
+    "slice of another dim": lambda c, i, s: c[0, 0][..., 1:4].index_copy_(1, i, s[..., :3]),
+    # A reshape is no select or slice: its scatter runs as kernels, as before.
+    "reshaped": lambda c, i, s: c.view(4, 3, 8, 5)[2].index_copy_(1, i, s),
+}
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("name", sorted(WRITES))
+def test_index_copy_into_a_view_matches_eager(name, rows):
+    write = WRITES[name]
+
+    def fn(cache, index, src):
+        cache = cache * 2  # an intermediate: its memory may be written in place
+        written = write(cache, index, src)
+        return cache, written + 1
+
+    cache, index, src = cache_inputs(rows)
+    lazy = to_lazy([cache, index, src])
+    lazyfuse.mark_step()
+    out = fn(*lazy)
+    plan = plan_of(*out)
+    if name != "reshaped":
+        assert "region write" in plan and "aten::index_copy" not in plan, plan
+    for got, want in zip(out, reference(fn, cache, index, src)):
+        torch.testing.assert_close(got.cpu(), want)
+
+
+def test_rows_are_written_in_place_of_an_intermediate(counters):
+    def fn(cache, index, src):
+        cache = cache + 1
+        cache[0, 1].index_copy_(1, index, src)
+        cache[1, 0].index_copy_(1, index, src * 2)
+        return cache
+
+    cache, index, src = cache_inputs()
+    lazy = to_lazy([cache, index, src])
+    lazyfuse.mark_step()
+    out = fn(*lazy)
+    plan = plan_of(out)
+    assert plan.count("region write") == 2 and plan.count("may write in place") == 2, plan
+    before = counters()["BuffersDonated"]
+    torch.testing.assert_close(out.cpu(), reference(fn, cache, index, src))
+    assert counters()["BuffersDonated"] - before >= 2
+
+
+def test_a_value_read_after_the_write_keeps_its_rows():
+    # The cache before the second write is read after it (a sum, and a view a matmul reads):
+    # that write copies it instead of writing into its memory.
+    def fn(cache, index, src):
+        cache = cache * 3
+        cache[0, 0].index_copy_(1, index, src)
+        before = cache.clone()
+        slab = cache[0, 0]
+        cache[0, 0].index_copy_(1, index, src - 5)
+        return cache, before.sum(), slab @ slab.transpose(-2, -1), cache.mean()
+
+    cache, index, src = cache_inputs()
+    lazy = to_lazy([cache, index, src])
+    lazyfuse.mark_step()
+    out = fn(*lazy)
+    for got, want in zip(out, reference(fn, cache, index, src)):
+        torch.testing.assert_close(got.cpu(), want)
+
+
+def test_source_that_views_the_written_tensor():
+    # index_copy_ refuses a source overlapping what it writes: the write copies the base first.
+    def fn(cache, index, src):
+        cache = cache * 1.5
+        cache[0, 0].index_copy_(1, index, cache[1, 1, :, 2:3])
+        return cache
+
+    cache, index, src = cache_inputs()
+    lazy = to_lazy([cache, index, src])
+    lazyfuse.mark_step()
+    torch.testing.assert_close(fn(*lazy).cpu(), reference(fn, cache, index, src))
+
+
+def test_decode_loop_with_a_cache_matches_eager():
+    # One mark_step per token: the cache is device data at each step's start.
+    torch.manual_seed(0)
+    layers, b, heads, t_max, dh = 2, 2, 2, 6, 4
+    w = torch.randn(layers, heads * dh, 3 * heads * dh) * 0.3
+
+    def run(device, sync):
+        cache = torch.zeros(layers, 2, b, heads, t_max, dh, device=device)
+        x = torch.ones(b, 1, heads * dh, device=device)
+        weights = w.to(device)
+        outs = []
+        for t in range(t_max):
+            pos = torch.tensor([t], device=device)
+            for i in range(layers):
+                q, k, v = (x @ weights[i]).split(heads * dh, dim=-1)
+                q, k, v = (z.view(b, 1, heads, dh).transpose(1, 2) for z in (q, k, v))
+                cache[i, 0].index_copy_(2, pos, k)
+                cache[i, 1].index_copy_(2, pos, v)
+                att = (q @ cache[i, 0].transpose(-2, -1)).softmax(-1) @ cache[i, 1]
+                x = x + att.transpose(1, 2).reshape(b, 1, heads * dh).tanh()
+            sync()
+            outs.append(x.cpu())
+        return torch.stack(outs), cache.cpu()
+
+    expected = run("cpu", lambda: None)
+    actual = run("lazy", lazyfuse.mark_step)
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want)
+
+
+def test_index_out_of_range_raises_like_eager():
+    def fn(cache, index, src):
+        cache = cache * 2
+        cache[0, 0].index_copy_(1, index, src)
+        return cache
+
+    cache, _, src = cache_inputs()
+    index = torch.tensor([9])
+    with pytest.raises(IndexError, match="out of bounds") as eager:
+        fn(cache, index, src)
+    out = fn(*to_lazy([cache, index, src]))
+    with pytest.raises(type(eager.value), match="out of bounds"):
+        out.cpu()
+
+
+def test_unfused_plans_run_index_copy_as_eager(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_FUSION", "0")
+
+    def fn(cache, index, src):
+        cache = cache * 2
+        cache[1, 1].index_copy_(1, index, src)
+        return cache
+
+    cache, index, src = cache_inputs()
+    lazy = to_lazy([cache, index, src])
+    out = fn(*lazy)
+    assert "region write" not in plan_of(out)
+    torch.testing.assert_close(out.cpu(), reference(fn, cache, index, src))
