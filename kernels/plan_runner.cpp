@@ -78,10 +78,15 @@ void runRegionWrite(const RegionWrite& write, const Graph& graph, PlanValues& va
               : at::empty_strided(meta.sizes, meta.strides, base.options());
     out.copy_(base);
   }
-  const at::Tensor& index = values.nodes.at(write.index.position).at(write.index.index);
   const at::Tensor& source = values.nodes.at(write.source.position).at(write.source.index);
-  out.as_strided(write.sizes, write.strides, out.storage_offset() + write.offset)
-      .index_copy_(write.dim, index, source);
+  at::Tensor region =
+      out.as_strided(write.sizes, write.strides, out.storage_offset() + write.offset);
+  if (write.index_copy) {
+    region.index_copy_(write.dim, values.nodes.at(write.index.position).at(write.index.index),
+                       source);
+  } else {
+    region.copy_(source);
+  }
   std::vector<at::Tensor>& slot = values.nodes.at(write.value.position);
   slot.resize(std::max<size_t>(slot.size(), write.value.index + 1));
   slot[write.value.index] = std::move(out);

@@ -24,7 +24,9 @@ std::vector<uint32_t> stepValues(const Graph& graph, const ExecutionPlan& plan,
   }
   if (step.kind == StepKind::kRegionWrite) {
     const RegionWrite& write = plan.region_writes.at(step.region);
-    return {write.value.position, write.base.position, write.index.position, write.source.position};
+    std::vector<uint32_t> positions = {write.value.position, write.base.position};
+    for (const NodeRef& ref : regionWriteReads(write)) positions.push_back(ref.position);
+    return positions;
   }
   std::vector<int32_t> kernels = {step.kernel};
   if (step.kind == StepKind::kKernelBatch) kernels = plan.batches.at(step.batch).kernels;

@@ -80,22 +80,30 @@ struct StridedView {
   int64_t offset = 0;  // elements past the source's first element
 };
 
-/// A value that is another value, `base`, with rows of one region of it overwritten by an
-/// index_copy: `cache[i, 0].index_copy_(2, pos, k)`, which functionalization records as
-/// index_copy of a view of the cache scattered back into it (select_scatter / slice_scatter).
-/// It runs as index_copy_ into that region of base's memory when the plan alone holds it and
-/// nothing reads it later, or of a copy of base otherwise. See Note [Region writes].
+/// A value that is another value, `base`, with one region of it overwritten by an index_copy
+/// or a copy: `cache[i, 0].index_copy_(2, pos, k)` or `cache[:, t] = k`, which
+/// functionalization records as that op on a view of the cache scattered back into it
+/// (select_scatter / slice_scatter). It runs as index_copy_ or copy_ into that region of base's
+/// memory when the plan alone holds it and nothing reads it later, or of a copy of base
+/// otherwise. See Note [Region writes].
 struct RegionWrite {
   NodeRef value;                        // the outermost scatter: base updated
   NodeRef base;                         // laid out as `value`'s meta says
   std::vector<int64_t> sizes, strides;  // the region, in elements of base's buffer
   int64_t offset = 0;
-  int64_t dim = 0;          // index_copy's
-  NodeRef index;            // index_copy's
-  NodeRef source;           // index_copy's
-  uint32_t op = 0;          // the index_copy node (named in errors and in the profiler)
+  bool index_copy = true;  // index_copy_(dim, index, source), else copy_(source)
+  int64_t dim = 0;
+  NodeRef index;
+  NodeRef source;
+  uint32_t op = 0;          // the index_copy or copy node
   bool may_donate = false;  // base's memory may be written (see Note [Region writes])
 };
+
+/// What `write` reads besides its base: index_copy's index and source, or copy's source.
+inline std::vector<NodeRef> regionWriteReads(const RegionWrite& write) {
+  if (write.index_copy) return {write.index, write.source};
+  return {write.source};
+}
 
 struct PlanStep {
   StepKind kind = StepKind::kExternCall;

@@ -83,7 +83,7 @@ std::vector<NodeRef> Partitioner::externInputs(uint32_t pos, bool any_layout) co
     // index_copy_ reads its index and source as any layout; the base becomes the result.
     const RegionWrite& write = p_.region_writes[p_.region_of[pos]];
     if (!any_layout) return {write.base};
-    return {write.index, write.source};
+    return regionWriteReads(write);
   }
   if (readsAnyLayout(graph_.nodes()[pos]->opName()) != any_layout) return {};
   const c10::ArrayRef<NodeRef> inputs = graph_.inputsOf(pos);

@@ -256,7 +256,7 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
     RegionWrite& write = plan.region_writes.at(plan.steps[s].region);
     // index_copy_ refuses a source or index that overlaps what it writes.
     bool reads_base = false;
-    for (const NodeRef& in : {write.index, write.source}) {
+    for (const NodeRef& in : regionWriteReads(write)) {
       reads_base = reads_base || in.position == write.base.position;
       for (const StridedView& view : plan.views) {
         if (view.value.position == in.position && view.source.position == write.base.position) {

@@ -56,7 +56,9 @@ void labelSteps(const Graph& graph, ExecutionPlan& plan) {
       }
       case StepKind::kStridedView: labels->push_back("lazyfuse::view"); break;
       case StepKind::kRegionWrite:
-        labels->push_back("lazyfuse::region write [aten::index_copy_]");
+        labels->push_back(plan.region_writes.at(step.region).index_copy
+                              ? "lazyfuse::region write [aten::index_copy_]"
+                              : "lazyfuse::region write [aten::copy_]");
         break;
       case StepKind::kExternCall:
         labels->push_back("lazyfuse::extern " + graph.nodes()[step.position]->opName());

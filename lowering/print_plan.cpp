@@ -89,9 +89,13 @@ std::string printPlan(const Graph& graph, const ExecutionPlan& plan) {
       printRef(out, write.value);
       out << " = ";
       printRef(out, write.base);
-      out << " with index_copy_(" << write.dim << ", ";
-      printRef(out, write.index);
-      out << ", ";
+      if (write.index_copy) {
+        out << " with index_copy_(" << write.dim << ", ";
+        printRef(out, write.index);
+        out << ", ";
+      } else {
+        out << " with copy_(";
+      }
       printRef(out, write.source);
       out << ") into ";
       printGeometry(out, write.sizes, write.strides, write.offset);

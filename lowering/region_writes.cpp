@@ -12,19 +12,21 @@
 // The form, from the outermost scatter S inwards: S = select_scatter or slice_scatter (base,
 // src, args), whose src is either another scatter whose self is the view of base that S
 // scatters into (select_copy.int / slice_copy.Tensor with S's arguments after self: same dim,
-// index, start, end, step), and so on, or, innermost, index_copy(self, dim, index, source) whose
-// self is that chain of views of base. The inner scatters and the index_copy must have no other
-// reader and be no graph output (their values are never computed), every argument of the chain
-// must be a constant of the graph, and base must have the layout S's meta gives (what it
-// becomes). Views in the chain may be separate nodes of the same op, source and arguments, as
-// functionalization records a view once per use.
+// index, start, end, step), and so on, or, innermost, index_copy(self, dim, index, source) or
+// copy(self, src) (a slice assignment, `cache[:, t] = k`) whose self is that chain of views of
+// base: the step runs index_copy_ or copy_ (which broadcasts and converts src as copy does). The
+// inner scatters and the index_copy or copy must have no other reader and be no graph output (their
+// values are never computed), every argument of the chain must be a constant of the graph, and base
+// must have the layout S's meta gives (what it becomes). Views in the chain may be separate nodes
+// of the same op, source and arguments, as functionalization records a view once per use.
 //
 // The step writes in place (RegionWrite::may_donate, decided by planDonations) only when base is
 // an intermediate value (never device data: a graph that fails after writing into a user's
 // tensor could not be run again; Note [Donated buffers]), is no graph output, and no step after
 // this one reads it or a view of it; at run time, only when nothing but the plan holds base's
 // tensor and storage. Otherwise it copies base first, which costs what the scatter kernel did.
-// index_copy_ raises eager's errors (an index out of range) when the step runs.
+// index_copy_ raises eager's errors (an index out of range) when the step runs. For a copy, the
+// copy of base costs what the scatter kernel did; written in place, only the region is.
 
 #include "lowering/detail/region_writes.h"
 
@@ -111,10 +113,11 @@ class Finder {
         scatter = src.position;
         continue;
       }
-      if (inner.kind() != OpKind::kAten || inner.aten().name != "aten::index_copy") {
+      if (inner.kind() != OpKind::kAten ||
+          (inner.aten().name != "aten::index_copy" && inner.aten().name != "aten::copy")) {
         return std::nullopt;
       }
-      return indexCopyInto(position, base, src.position, steps);
+      return writeInto(position, base, src.position, steps);
     }
   }
 
@@ -140,15 +143,20 @@ class Finder {
     return sameRef(ref, base);
   }
 
-  std::optional<RegionWrite> indexCopyInto(uint32_t position, const NodeRef& base, uint32_t op,
-                                           const std::vector<ViewStep>& steps) const {
+  /// The write of `op`, an index_copy(self, dim, index, source) or a copy(self, src,
+  /// non_blocking) whose self is `base` viewed by `steps`.
+  std::optional<RegionWrite> writeInto(uint32_t position, const NodeRef& base, uint32_t op,
+                                       const std::vector<ViewStep>& steps) const {
     const Node& node = *graph_.nodes()[op];
-    const c10::ArrayRef<NodeRef> inputs = graph_.inputsOf(op);  // self, index, source
+    const c10::ArrayRef<NodeRef> inputs = graph_.inputsOf(op);
     const std::vector<ArgSlot>& slots = node.aten().args;
-    if (inputs.size() != 3 || slots.size() != 4 || slots[1].kind != ArgKind::kConstant ||
-        !slots[1].constant.isInt() || !isView(inputs[0], base, steps)) {
+    const bool index_copy = node.aten().name == "aten::index_copy";
+    if (index_copy ? (inputs.size() != 3 || slots.size() != 4 ||
+                      slots[1].kind != ArgKind::kConstant || !slots[1].constant.isInt())
+                   : inputs.size() != 2) {
       return std::nullopt;
     }
+    if (!isView(inputs[0], base, steps)) return std::nullopt;
     const TensorMeta& meta = graph_.nodes()[base.position]->outputMeta(base.index);
     at::Tensor region = at::empty_strided(meta.sizes, meta.strides,
                                           at::TensorOptions().dtype(meta.dtype).device(at::kMeta));
@@ -171,9 +179,12 @@ class Finder {
     write.sizes = region.sizes().vec();
     write.strides = region.strides().vec();
     write.offset = region.storage_offset();
-    write.dim = slots[1].constant.toInt();
-    write.index = inputs[1];
-    write.source = inputs[2];
+    write.index_copy = index_copy;
+    if (index_copy) {
+      write.dim = slots[1].constant.toInt();
+      write.index = inputs[1];
+    }
+    write.source = inputs.back();
     write.op = op;
     return write;
   }

@@ -1,6 +1,7 @@
-"""An index_copy_ into a view of a tensor (a row of a KV cache) runs as index_copy_ into that
-region of the tensor's memory, or of a copy of it, instead of kernels that write the whole tensor
-again (Note [Region writes]). Against eager on the hardware device, with every graph fused."""
+"""An index_copy_ or a slice assignment into a view of a tensor (a row of a KV cache) runs as
+index_copy_ or copy_ into that region of the tensor's memory, or of a copy of it, instead of
+kernels that write the whole tensor again (Note [Region writes]). Against eager on the hardware
+device, with every graph fused."""
 
 import pytest
 import torch
@@ -58,6 +59,37 @@ def test_index_copy_into_a_view_matches_eager(name, rows):
         assert "region write" in plan and "aten::index_copy" not in plan, plan
     for got, want in zip(out, reference(fn, cache, index, src)):
         torch.testing.assert_close(got.cpu(), want)
+
+
+# Slice assignments (copy_ into a view): the source is broadcast and converted as copy_ does.
+ASSIGNMENTS = {
+    "row at a position": lambda c, s: c[0, 1].__setitem__((slice(None), 5), s[:, 0]),
+    "slice of rows": lambda c, s: c[1, 0].__setitem__((slice(None), slice(2, 4)), s[:, :2]),
+    "broadcast source": lambda c, s: c[1, 1].__setitem__((slice(None), 7), s[0, 0]),
+    "converted source": lambda c, s: c[0, 0].__setitem__((1, 3), s[1, 0].double()),
+    "source from the same tensor": lambda c, s: c[0, 0].__setitem__(
+        (slice(None), 0), c[1, 1, :, 6]),
+    "stepped slice": lambda c, s: c[:, 1, :, ::3].copy_(s[:, :1].expand(2, 3, 3, 5)),
+}
+
+
+@pytest.mark.parametrize("intermediate", [False, True])
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_slice_assignment_matches_eager(name, intermediate):
+    def fn(cache, src):
+        if intermediate:
+            cache = cache - 1
+        ASSIGNMENTS[name](cache, src)
+        return cache
+
+    cache, _, src = cache_inputs(rows=3)
+    lazy = to_lazy([cache, src])
+    lazyfuse.mark_step()
+    out = fn(*lazy)
+    assert "region write" in plan_of(out)
+    torch.testing.assert_close(out.cpu(), reference(fn, cache, src))
+    if not intermediate:
+        torch.testing.assert_close(lazy[0].cpu(), reference(fn, cache, src))
 
 
 def test_rows_are_written_in_place_of_an_intermediate(counters):
@@ -130,6 +162,32 @@ def test_decode_loop_with_a_cache_matches_eager():
                 cache[i, 1].index_copy_(2, pos, v)
                 att = (q @ cache[i, 0].transpose(-2, -1)).softmax(-1) @ cache[i, 1]
                 x = x + att.transpose(1, 2).reshape(b, 1, heads * dh).tanh()
+            sync()
+            outs.append(x.cpu())
+        return torch.stack(outs), cache.cpu()
+
+    expected = run("cpu", lambda: None)
+    actual = run("lazy", lazyfuse.mark_step)
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want)
+
+
+def test_cache_written_at_python_int_positions_matches_eager():
+    # `cache[:, t] = k` in a loop with one mark_step per position, attending over the cache.
+    torch.manual_seed(0)
+    proj, x0 = torch.randn(16, 32) * 0.2, torch.randn(3, 16)
+
+    def run(device, sync):
+        cache = torch.zeros(2, 3, 6, 16, device=device)
+        x = x0.to(device)
+        w = proj.to(device)
+        outs = []
+        for t in range(6):
+            k, v = (x @ w).split(16, dim=-1)
+            cache[0, :, t] = k
+            cache[1, :, t] = v
+            scores = (cache[0] @ x.unsqueeze(-1)).squeeze(-1)
+            x = (scores.softmax(-1).unsqueeze(-1) * cache[1]).sum(1).tanh()
             sync()
             outs.append(x.cpu())
         return torch.stack(outs), cache.cpu()
