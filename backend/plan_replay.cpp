@@ -127,9 +127,6 @@ bool sameParams(const std::vector<c10::IValue>& now, const std::vector<c10::IVal
 
 bool eligible(const CompiledPlan& plan, const Graph& graph) {
   if (!plan.replayable() || plan.plan.steps.empty()) return false;
-  // A region write's copy or in-place write is decided at each run (Note [Region writes]) and
-  // is no step a capture records.
-  if (!plan.plan.region_writes.empty()) return false;
   for (const NodePtr& node : graph.nodes()) {
     // A random op (by name, and any op PyTorch tags as drawing from a generator: binomial,
     // rrelu_with_noise, _sample_dirichlet, ...) is never captured.

@@ -61,37 +61,6 @@ void moveCpuScalars(torch::jit::Stack& stack) {
   }
 }
 
-/// See Note [Region writes] in lowering/region_writes.cpp.
-void runRegionWrite(const RegionWrite& write, const Graph& graph, PlanValues& values) {
-  const at::Tensor& base = values.nodes.at(write.base.position).at(write.base.index);
-  LF_INTERNAL_ASSERT(base.defined(), "value %", write.base.position, " used after release");
-  const TensorMeta& meta = graph.nodes()[write.value.position]->outputMeta(write.value.index);
-  at::Tensor out;
-  // Only the plan's slot holds the tensor, and only the tensor its storage: no view of it lives.
-  if (write.may_donate && values.donation != nullptr && config::donation() &&
-      base.use_count() == 1 && base.storage().use_count() == 1 && sameLayout(base, meta)) {
-    out = base;
-    ++values.donation->donated;
-  } else {
-    out = values.target != nullptr
-              ? values.target->allocate(meta.sizes, meta.strides, meta.dtype, base.device())
-              : at::empty_strided(meta.sizes, meta.strides, base.options());
-    out.copy_(base);
-  }
-  const at::Tensor& source = values.nodes.at(write.source.position).at(write.source.index);
-  at::Tensor region =
-      out.as_strided(write.sizes, write.strides, out.storage_offset() + write.offset);
-  if (write.index_copy) {
-    region.index_copy_(write.dim, values.nodes.at(write.index.position).at(write.index.index),
-                       source);
-  } else {
-    region.copy_(source);
-  }
-  std::vector<at::Tensor>& slot = values.nodes.at(write.value.position);
-  slot.resize(std::max<size_t>(slot.size(), write.value.index + 1));
-  slot[write.value.index] = std::move(out);
-}
-
 class StepRunner {
  public:
   StepRunner(const Graph& graph, std::vector<std::vector<at::Tensor>>& values)
@@ -125,6 +94,34 @@ class StepRunner {
     }
     attrs.op.callBoxed(stack);
     collectOutputs(position, attrs, stack);
+  }
+
+  /// `value` as a replay may hold it: tensors on the memory of the run's inputs become views that
+  /// do not own it (replay finds the inputs at the same addresses), other tensors are kept.
+  static c10::IValue replayable(PlanCapture& capture, const c10::IValue& value) {
+    if (value.isTensor()) {
+      const at::Tensor& t = value.toTensor();
+      if (!t.defined() || !t.has_storage() ||
+          !capture.external.count(t.storage().unsafeGetStorageImpl())) {
+        return value;
+      }
+      return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options());
+    }
+    if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : value.toTensorList()) {
+        list.push_back(replayable(capture, t).toTensor());
+      }
+      return list;
+    }
+    if (value.isList()) {
+      c10::impl::GenericList list(value.toList().elementType());
+      for (const c10::IValue& element : value.toList()) {
+        list.push_back(replayable(capture, element));
+      }
+      return list;
+    }
+    return value;
   }
 
  private:
@@ -180,34 +177,6 @@ class StepRunner {
         for (const at::Tensor& t : again[r].toTensorList()) outputs.at(next++).copy_(t);
       }
     });
-  }
-
-  /// `value` as a replay may hold it: tensors on the memory of the run's inputs become views that
-  /// do not own it (replay finds the inputs at the same addresses), other tensors are kept.
-  static c10::IValue replayable(PlanCapture& capture, const c10::IValue& value) {
-    if (value.isTensor()) {
-      const at::Tensor& t = value.toTensor();
-      if (!t.defined() || !t.has_storage() ||
-          !capture.external.count(t.storage().unsafeGetStorageImpl())) {
-        return value;
-      }
-      return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options());
-    }
-    if (value.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : value.toTensorList()) {
-        list.push_back(replayable(capture, t).toTensor());
-      }
-      return list;
-    }
-    if (value.isList()) {
-      c10::impl::GenericList list(value.toList().elementType());
-      for (const c10::IValue& element : value.toList()) {
-        list.push_back(replayable(capture, element));
-      }
-      return list;
-    }
-    return value;
   }
 
   c10::IValue argument(const ArgSlot& slot) {
@@ -268,6 +237,58 @@ class StepRunner {
   std::vector<at::Tensor> written_;
   std::vector<at::Tensor> sources_;  // what each of written_ copies
 };
+
+/// See Note [Region writes] in lowering/region_writes.cpp.
+void runRegionWrite(const RegionWrite& write, const Graph& graph, PlanValues& values) {
+  const at::Tensor& base = values.nodes.at(write.base.position).at(write.base.index);
+  LF_INTERNAL_ASSERT(base.defined(), "value %", write.base.position, " used after release");
+  const TensorMeta& meta = graph.nodes()[write.value.position]->outputMeta(write.value.index);
+  at::Tensor out;
+  // Only the plan's slot holds the tensor, and only the tensor its storage: no view of it lives.
+  if (write.may_donate && values.donation != nullptr && config::donation() &&
+      base.use_count() == 1 && base.storage().use_count() == 1 && sameLayout(base, meta)) {
+    out = base;
+    ++values.donation->donated;
+  }
+  const bool copied = !out.defined();
+  if (copied) {
+    out = values.target != nullptr
+              ? values.target->allocate(meta.sizes, meta.strides, meta.dtype, base.device())
+              : at::empty_strided(meta.sizes, meta.strides, base.options());
+    out.copy_(base);
+  }
+  const at::Tensor& source = values.nodes.at(write.source.position).at(write.source.index);
+  at::Tensor region =
+      out.as_strided(write.sizes, write.strides, out.storage_offset() + write.offset);
+  const at::Tensor index =
+      write.index_copy ? values.nodes.at(write.index.position).at(write.index.index) : at::Tensor();
+  auto run = [index_copy = write.index_copy, dim = write.dim](
+                 const at::Tensor& region, const at::Tensor& index, const at::Tensor& source) {
+    if (index_copy) {
+      region.index_copy_(dim, index, source);
+    } else {
+      region.copy_(source);
+    }
+  };
+  run(region, index, source);
+  PlanCapture* capture = currentCapture();
+  if (capture != nullptr && capture->recordsSteps()) {
+    // Replay writes the same region of the same memory again (Note [CUDA graph replay]).
+    capture->keep(out);
+    auto held = [&](const at::Tensor& t) {
+      return t.defined() ? StepRunner::replayable(*capture, t).toTensor() : t;
+    };
+    capture->addStep([run, copied, base = held(base), region = held(region), index = held(index),
+                      source = held(source), out = held(out)] {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      if (copied) out.copy_(base);
+      run(region, index, source);
+    });
+  }
+  std::vector<at::Tensor>& slot = values.nodes.at(write.value.position);
+  slot.resize(std::max<size_t>(slot.size(), write.value.index + 1));
+  slot[write.value.index] = std::move(out);
+}
 
 /// See Note [Strided views of buffers].
 void takeView(const StridedView& view, const Graph& graph,

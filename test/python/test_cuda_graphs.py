@@ -274,3 +274,30 @@ def test_replay_resumes_after_a_checkpoint_held_the_parameters_for_a_step():
                                [to_cpu(p.detach()) for p in expected_model.parameters()])
     assert replays_at[15] - replays_at[10] == 5  # every step replayed again
     assert counter("CudaGraphMismatches") == 0
+
+
+def test_decoding_with_a_cache_written_in_place_is_replayed():
+    # Each token writes K and V rows into a preallocated cache (Note [Region writes]): the first
+    # write copies the cache, the second writes into that copy in place; replay does the same.
+    torch.manual_seed(0)
+    w, x0 = torch.randn(8, 16) * 0.3, torch.randn(2, 8)
+
+    def run(device, sync):
+        cache = torch.zeros(2, 2, 6, 8, device=device)
+        weight, x = w.to(device), x0.to(device)
+        for t in range(6):
+            pos = torch.tensor([t], device=device)
+            k, v = (x @ weight).split(8, dim=-1)
+            cache[0].index_copy_(1, pos, k.unsqueeze(1))
+            cache[1].index_copy_(1, pos, v.unsqueeze(1))
+            scores = (cache[0] @ x.unsqueeze(-1)).squeeze(-1)
+            x = (scores.softmax(-1).unsqueeze(-1) * cache[1]).sum(1).tanh()
+            sync()
+        return to_cpu(x), to_cpu(cache)
+
+    expected = run(REFERENCE, lambda: None)
+    lazyfuse.reset_metrics()
+    got = run(torch.device("lazy"), lazyfuse.mark_step)
+    torch.testing.assert_close(got, expected)
+    assert counter("CudaGraphReplays") >= 2
+    assert counter("CudaGraphMismatches") == 0
