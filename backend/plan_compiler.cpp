@@ -28,7 +28,8 @@ namespace {
 // LAZYFUSE_FUSION variable picks when:
 //   auto (default)  graphs whose kernels would touch at least kFuseMinElements elements; a
 //                   smaller graph runs node by node, since compiling it (~0.1-0.5 s) costs more
-//                   than fusion can save on a graph that small
+//                   than fusion can save on a graph that small (its region writes, Note
+//                   [Region writes], still run as one step each: they compile nothing)
 //   always          every graph (the fusion tests run this way)
 //   0               never
 // It is read at each new graph, so a test can switch it; cached plans keep their decision,
@@ -136,9 +137,10 @@ std::string compileKernels(const Graph& graph, CompiledPlan& compiled) {
 }
 
 /// `graph` lowered for `target`: fused with its batches, or node by node.
-ExecutionPlan lowerFor(const Graph& graph, const Target& target, bool fuse) {
+ExecutionPlan lowerFor(const Graph& graph, const Target& target, bool fuse,
+                       bool region_writes = false) {
   const TargetCapabilities c = target.capabilities();
-  return lowerGraph(graph, fuse, fuse && c.kernel_batches, c.lowering);
+  return lowerGraph(graph, fuse, fuse && c.kernel_batches, c.lowering, region_writes);
 }
 
 }  // namespace
@@ -160,7 +162,8 @@ ExecutionPlan lowerForTarget(const Graph& graph, const Target& target, bool recu
   ExecutionPlan plan = lowerFor(graph, target, mode != config::Fusion::kOff);
   if (mode == config::Fusion::kAuto && !recurring && kernelWork(plan) < kFuseMinElements) {
     if (fuse_when_recurring != nullptr) *fuse_when_recurring = !plan.kernels.empty();
-    plan = lowerFor(graph, target, /*fuse=*/false);
+    // Node by node, but a write into a slice of a tensor still writes the slice alone.
+    plan = lowerFor(graph, target, /*fuse=*/false, /*region_writes=*/true);
   }
   return plan;
 }

@@ -4,8 +4,10 @@
 
 namespace lazyfuse {
 
-/// Appends one extern step per ATen node, in graph order. Afterwards every ATen node has a step.
-bool scheduleExternCalls(const Graph& graph, ExecutionPlan& plan);
+/// Appends one extern step per ATen node, in graph order. Afterwards every ATen node has a step,
+/// except, with `region_writes`, the nodes a region write takes the place of, which it computes
+/// in one step (Note [Region writes]), and what only those nodes read.
+bool scheduleExternCalls(const Graph& graph, ExecutionPlan& plan, bool region_writes = false);
 
 /// Lowers the graph into fused kernels where it can and extern steps where it cannot, in an
 /// order that respects every dependency. Afterwards every ATen node's outputs that anything

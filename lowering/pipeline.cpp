@@ -4,7 +4,8 @@
 
 namespace lazyfuse {
 
-ExecutionPlan lowerGraph(const Graph& graph, bool fuse, bool batch, KernelTarget target) {
+ExecutionPlan lowerGraph(const Graph& graph, bool fuse, bool batch, KernelTarget target,
+                         bool region_writes) {
   ExecutionPlan plan;
   plan.graph_hash = graph.hash();
   plan.num_nodes = static_cast<uint32_t>(graph.nodes().size());
@@ -12,11 +13,11 @@ ExecutionPlan lowerGraph(const Graph& graph, bool fuse, bool batch, KernelTarget
     partitionGraph(graph, plan, target);
     if (batch) batchKernels(graph, plan);
   } else {
-    scheduleExternCalls(graph, plan);
+    scheduleExternCalls(graph, plan, region_writes);
   }
   // Lifetimes come last: they depend on the final order of the steps.
   computeLifetimes(graph, plan);
-  if (fuse) planDonations(graph, plan);
+  if (fuse || !plan.region_writes.empty()) planDonations(graph, plan);
   labelSteps(graph, plan);
   return plan;
 }

@@ -226,3 +226,25 @@ def test_unfused_plans_run_index_copy_as_eager(monkeypatch):
     out = fn(*lazy)
     assert "region write" not in plan_of(out)
     torch.testing.assert_close(out.cpu(), reference(fn, cache, index, src))
+
+
+def test_small_graphs_left_unfused_still_write_regions(monkeypatch):
+    # Under LAZYFUSE_FUSION=auto a graph with little work runs node by node, compiling nothing;
+    # its writes into a slice still run as region writes, not as scatters of the whole tensor.
+    monkeypatch.setenv("LAZYFUSE_FUSION", "auto")
+
+    def fn(cache, index, src):
+        cache = cache + 1
+        cache[0, 1].index_copy_(1, index, src)
+        cache[1, 0, :, 2] = src[:, 0]
+        return cache, cache[1].sum()
+
+    cache, index, src = cache_inputs()
+    lazy = to_lazy([cache, index, src])
+    lazyfuse.mark_step()
+    out = fn(*lazy)
+    plan = plan_of(*out)
+    assert "kernel" not in plan.split("\n", 1)[1], plan
+    assert plan.count("region write") == 2 and "scatter" not in plan, plan
+    for got, want in zip(out, reference(fn, cache, index, src)):
+        torch.testing.assert_close(got.cpu(), want)
