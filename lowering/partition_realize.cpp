@@ -57,10 +57,17 @@ void Partitioner::markRealized() {
 }
 
 void Partitioner::viewRealizedRoots() {
-  std::vector<bool> kept(p_.loops.nodes.size(), false);  // outputs, and the roots of views
+  // Kept in memory as they are: graph outputs, the roots of views, and what an extern reads as
+  // a fresh tensor (as_strided_copy of `x.t().contiguous()`, a region write's base).
+  std::vector<bool> kept(p_.loops.nodes.size(), false);
   for (const NodeRef& out : graph_.outputs())
     kept[p_.node_loops[out.position].at(out.index)] = true;
   for (const StridedView& view : p_.views) kept[rootOf(view)] = true;
+  for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
+    if (!p_.is_extern[pos] || p_.absorbed[pos]) continue;
+    for (const NodeRef& ref : externInputs(pos, /*any_layout=*/false))
+      kept[p_.node_loops[ref.position].at(ref.index)] = true;
+  }
   for (uint32_t pos = 0; pos < graph_.nodes().size(); ++pos) {
     if (!p_.is_extern[pos] || p_.absorbed[pos]) continue;
     for (const NodeRef& ref : externInputs(pos, /*any_layout=*/true)) {
@@ -72,6 +79,7 @@ void Partitioner::viewRealizedRoots() {
       std::optional<StridedView> view = stridedViewOf(graph_, p_, id, ref);
       if (!view || !p_.realized[rootOf(*view)]) continue;
       p_.realized[id] = false;
+      kept[rootOf(*view)] = true;
       p_.view_of[id] = static_cast<int32_t>(p_.views.size());
       p_.views.push_back(std::move(*view));
     }

@@ -254,19 +254,23 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
   for (uint32_t s = 0; s < plan.steps.size(); ++s) {
     if (plan.steps[s].kind != StepKind::kRegionWrite) continue;
     RegionWrite& write = plan.region_writes.at(plan.steps[s].region);
-    // index_copy_ refuses a source or index that overlaps what it writes.
-    bool reads_base = false;
+    // index_copy_ refuses a source or index that overlaps what it writes; a base that is a view
+    // of another buffer is written into a copy, never handed out as a slice of that buffer.
+    bool shares_base = false;
+    for (const StridedView& view : plan.views) {
+      shares_base = shares_base || view.value.position == write.base.position;
+    }
     for (const NodeRef& in : regionWriteReads(write)) {
-      reads_base = reads_base || in.position == write.base.position;
+      shares_base = shares_base || in.position == write.base.position;
       for (const StridedView& view : plan.views) {
         if (view.value.position == in.position && view.source.position == write.base.position) {
-          reads_base = true;
+          shares_base = true;
         }
       }
     }
     write.may_donate = graph.nodes()[write.base.position]->kind() != OpKind::kDeviceData &&
                        !outputs.count(keyOf(write.base)) && last.at(write.base.position) == s &&
-                       !reads_base;
+                       !shares_base;
   }
   std::vector<uint32_t> unread = unreadData(graph, last, outputs);
   for (uint32_t s = 0; s < plan.steps.size(); ++s) {

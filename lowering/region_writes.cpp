@@ -161,6 +161,8 @@ class Finder {
     at::Tensor region = at::empty_strided(meta.sizes, meta.strides,
                                           at::TensorOptions().dtype(meta.dtype).device(at::kMeta));
     for (const ViewStep& step : steps) {
+      const bool select = step.kind == ViewKind::kSelect;
+      if (step.args[0].isNone() || step.args[select ? 1 : 3].isNone()) return std::nullopt;
       const int64_t dim = step.args[0].toInt();
       if (step.kind == ViewKind::kSelect) {
         region = region.select(dim, step.args[1].toInt());

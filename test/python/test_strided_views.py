@@ -246,3 +246,31 @@ def test_attention_reads_slabs_of_an_updated_cache_through_views():
     assert plan.count(" view ") >= 4, plan
     for got, want in zip(out, reference(step, cache, idx, k, q)):
         torch.testing.assert_close(got.cpu(), want)
+
+
+# Values an ATen call reads as a fresh tensor stay fresh when a matmul also reads them, and a
+# view taken of a value that itself became a view still finds its memory.
+FRESH_AND_VIEWED = {
+    # x is device data, in memory: the copy that as_strided reads must stay a copy.
+    "as_strided of a transposed copy": lambda x, w: (
+        lambda y: (y @ w, y.as_strided((4,), (1,))))(x.t().contiguous()),
+    "dtype view of a transposed copy": lambda x, w: (
+        lambda y: (y @ w, y.view(torch.int16)))(x.t().contiguous()),
+    "view of a view's root": lambda x, w: (
+        lambda r: (lambda a: (lambda b: (b @ w[:4, :4], a @ w[:6, :4], r.unsqueeze(0) + 1))(
+            a[:, 0:4].clone()))(r[0:4].clone()))(x * 2),
+    "region write into a slice a matmul reads": lambda x, w: (
+        lambda c: (c @ w[:6], c.__setitem__(1, x[0]) or c))((x @ w.t())[2:4].clone()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FRESH_AND_VIEWED))
+def test_fresh_inputs_and_views_of_views_match_eager(name):
+    fn = FRESH_AND_VIEWED[name]
+    x, w = torch.randn(6, 6), torch.randn(6, 6)
+    lazy = to_lazy([x, w])
+    lazyfuse.mark_step()
+    got, want = fn(*lazy), reference(fn, x, w)
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g.cpu(), e)
+        assert g.stride() == e.stride() and g.storage_offset() == e.storage_offset()
