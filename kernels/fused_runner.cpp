@@ -50,14 +50,17 @@ bool heldByPlanOnly(const at::Tensor& tensor, bool device_data) {
 /// plan holds it, and its storage is held by it alone or, for device data, by it and the
 /// tensors of the device data sharing that storage, which the plan alone holds and which no
 /// later step reads (Note [Donated buffers]).
+/// Whether `tensor` is on `device` with `meta`'s dtype, sizes and strides.
+bool hasLayout(const at::Tensor& tensor, const TensorMeta& meta, c10::Device device) {
+  return tensor.device() == device && tensor.scalar_type() == meta.dtype &&
+         tensor.sizes() == c10::IntArrayRef(meta.sizes) &&
+         tensor.strides() == c10::IntArrayRef(meta.strides);
+}
+
 bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device device,
                const Donation& d, uint32_t position, const Graph& graph, const PlanValues& values) {
   const bool device_data = graph.nodes()[position]->kind() == OpKind::kDeviceData;
-  if (!heldByPlanOnly(tensor, device_data) || tensor.device() != device ||
-      tensor.scalar_type() != meta.dtype || tensor.sizes() != c10::IntArrayRef(meta.sizes) ||
-      tensor.strides() != c10::IntArrayRef(meta.strides)) {
-    return false;
-  }
+  if (!heldByPlanOnly(tensor, device_data) || !hasLayout(tensor, meta, device)) return false;
   const size_t storage_holders = tensor.storage().use_count();
   if (storage_holders == 1) return true;
   if (!device_data) return false;
@@ -75,6 +78,11 @@ bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device dev
 bool donationEnabled() { return config::donation(); }
 
 }  // namespace
+
+bool writableInPlace(const at::Tensor& tensor, const TensorMeta& meta) {
+  return donationEnabled() && heldByPlanOnly(tensor, /*device_data=*/false) &&
+         hasLayout(tensor, meta, tensor.device()) && tensor.storage().use_count() == 1;
+}
 
 at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& values) {
   if (b.temp) return values.temps.at(b.slot);

@@ -34,6 +34,11 @@ struct PlanValues {
   const Target* target = nullptr;     // allocates kernel outputs (Note [Targets])
 };
 
+/// Whether `tensor`, a plan value that is not device data, may be overwritten as `meta` in place:
+/// donation is on, only the plan's slot holds it, only it its storage, and it has `meta`'s
+/// layout (the run-time check of Note [Donated buffers]).
+bool writableInPlace(const at::Tensor& tensor, const TensorMeta& meta);
+
 /// The slot of `b`'s value (or temporary) in `values`.
 at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& values);
 

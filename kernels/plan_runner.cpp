@@ -5,7 +5,6 @@
 #include "kernels/interrupts.h"
 #include "kernels/target.h"
 #include "lazy_ir/check.h"
-#include "lazy_ir/config.h"
 
 #include <ATen/core/List.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -244,9 +243,7 @@ void runRegionWrite(const RegionWrite& write, const Graph& graph, PlanValues& va
   LF_INTERNAL_ASSERT(base.defined(), "value %", write.base.position, " used after release");
   const TensorMeta& meta = graph.nodes()[write.value.position]->outputMeta(write.value.index);
   at::Tensor out;
-  // Only the plan's slot holds the tensor, and only the tensor its storage: no view of it lives.
-  if (write.may_donate && values.donation != nullptr && config::donation() &&
-      base.use_count() == 1 && base.storage().use_count() == 1 && sameLayout(base, meta)) {
+  if (write.may_donate && values.donation != nullptr && writableInPlace(base, meta)) {
     out = base;
     ++values.donation->donated;
   }

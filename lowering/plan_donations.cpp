@@ -256,17 +256,16 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
     RegionWrite& write = plan.region_writes.at(plan.steps[s].region);
     // index_copy_ refuses a source or index that overlaps what it writes; a base that is a view
     // of another buffer is written into a copy, never handed out as a slice of that buffer.
-    bool shares_base = false;
+    const std::vector<NodeRef> reads = regionWriteReads(write);
+    auto reads_value = [&](uint32_t position) {
+      return std::any_of(reads.begin(), reads.end(),
+                         [&](const NodeRef& in) { return in.position == position; });
+    };
+    bool shares_base = reads_value(write.base.position);
     for (const StridedView& view : plan.views) {
-      shares_base = shares_base || view.value.position == write.base.position;
-    }
-    for (const NodeRef& in : regionWriteReads(write)) {
-      shares_base = shares_base || in.position == write.base.position;
-      for (const StridedView& view : plan.views) {
-        if (view.value.position == in.position && view.source.position == write.base.position) {
-          shares_base = true;
-        }
-      }
+      shares_base =
+          shares_base || view.value.position == write.base.position ||
+          (view.source.position == write.base.position && reads_value(view.value.position));
     }
     write.may_donate = graph.nodes()[write.base.position]->kind() != OpKind::kDeviceData &&
                        !outputs.count(keyOf(write.base)) && last.at(write.base.position) == s &&

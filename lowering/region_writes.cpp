@@ -54,11 +54,6 @@ struct ViewStep {
   std::vector<c10::IValue> args;
 };
 
-bool sameConstant(const c10::IValue& a, const c10::IValue& b) {
-  if (a.isNone() || b.isNone()) return a.isNone() && b.isNone();
-  return a.isInt() && b.isInt() && a.toInt() == b.toInt();
-}
-
 /// The constant arguments of `node` from schema position `first` on, or nullopt when one is not
 /// a constant int or None.
 std::optional<std::vector<c10::IValue>> constantArgs(const Node& node, size_t first) {
@@ -136,7 +131,7 @@ class Finder {
       std::optional<std::vector<c10::IValue>> args = constantArgs(node, 1);
       if (!args || args->size() != step->args.size()) return false;
       for (size_t i = 0; i < args->size(); ++i) {
-        if (!sameConstant((*args)[i], step->args[i])) return false;
+        if (!c10::_fastEqualsForContainer((*args)[i], step->args[i])) return false;
       }
       ref = graph_.inputsOf(ref.position)[0];
     }

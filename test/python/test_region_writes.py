@@ -27,6 +27,15 @@ def plan_of(*tensors):
     return lazyfuse.dump_ir(list(tensors), "plan")
 
 
+def assert_loop_matches_eager(run):
+    """`run(device, sync)` on the CPU, then on lazy with one mark_step per iteration: the same
+    results."""
+    expected = run("cpu", lambda: None)
+    actual = run("lazy", lazyfuse.mark_step)
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want)
+
+
 # Views of the cache an index_copy_ writes into: selects, slices (with steps, negative dims and
 # bounds) and both mixed. Each takes (cache, index, src) and returns what it wrote.
 WRITES = {
@@ -166,10 +175,7 @@ def test_decode_loop_with_a_cache_matches_eager():
             outs.append(x.cpu())
         return torch.stack(outs), cache.cpu()
 
-    expected = run("cpu", lambda: None)
-    actual = run("lazy", lazyfuse.mark_step)
-    for got, want in zip(actual, expected):
-        torch.testing.assert_close(got, want)
+    assert_loop_matches_eager(run)
 
 
 def test_cache_written_at_python_int_positions_matches_eager():
@@ -192,10 +198,7 @@ def test_cache_written_at_python_int_positions_matches_eager():
             outs.append(x.cpu())
         return torch.stack(outs), cache.cpu()
 
-    expected = run("cpu", lambda: None)
-    actual = run("lazy", lazyfuse.mark_step)
-    for got, want in zip(actual, expected):
-        torch.testing.assert_close(got, want)
+    assert_loop_matches_eager(run)
 
 
 def test_index_out_of_range_raises_like_eager():
