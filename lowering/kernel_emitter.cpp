@@ -10,10 +10,6 @@
 namespace lazyfuse {
 namespace {
 
-// Work per task when a kernel is split across threads: small enough to balance two to dozens of
-// cores, large enough that scheduling costs nothing next to it.
-constexpr int64_t kGrainElements = 32768;
-
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> strides(sizes.size(), 1);
   for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d) {
@@ -154,7 +150,7 @@ void emitKernels(const Graph& graph, const Partition& p, ExecutionPlan& plan) {
     for (LoopId id : p.groups[s.group].members) context.emitMember(id);
     fused.kernel = context.finish("lf_kernel_" + std::to_string(plan.kernels.size()));
     coalesceDomain(fused.kernel);
-    fused.grain = std::max<int64_t>(1, kGrainElements / workPerPoint(fused.kernel));
+    fused.grain = threadGrain(fused.kernel);
     step.kind = StepKind::kFusedKernel;
     step.kernel = static_cast<int32_t>(plan.kernels.size());
     plan.kernels.push_back(std::move(fused));

@@ -2,6 +2,7 @@
 
 #include "lazy_ir/check.h"
 #include "lazy_ir/hash.h"
+#include "lowering/kernel_functions.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -253,6 +254,43 @@ int64_t workPerPoint(const Kernel& kernel) {
     work += n;
   }
   return work;
+}
+
+int64_t costPerPoint(const Kernel& kernel) {
+  // Units of one cheap instruction (a load, an add); a call of an expensive kernel function
+  // (exp, erf, tanh: a libmvec call) costs about as much as eight. See threadGrain.
+  constexpr int64_t kExpensiveCall = 8;
+  std::vector<int64_t> per_scope(kernel.reductions.size(), 1);
+  for (size_t r = 0; r < kernel.reductions.size(); ++r) {
+    for (int64_t size : kernel.reductions[r].sizes) per_scope[r] *= size;
+  }
+  int64_t cost = 0;
+  for (const KInstr& instr : kernel.instrs) {
+    if (instr.op == KOp::kConst || instr.op == KOp::kParam) continue;
+    int64_t c = 1;
+    if (instr.op == KOp::kUnary || instr.op == KOp::kBinary) {
+      const KernelFunction* fn = findKernelFunction(instr.fn);
+      if (fn != nullptr && fn->expensive) c = kExpensiveCall;
+    }
+    cost += instr.scope < 0 ? c : c * per_scope.at(instr.scope);
+  }
+  return std::max<int64_t>(cost, 1);
+}
+
+int64_t threadGrain(const Kernel& kernel) {
+  // Note [Thread grain]
+  // at::parallel_for runs a range on one thread up to `grain` points and splits larger ones
+  // between threads. ATen's own kernels use 32768 elements of a cheap op, the work that makes
+  // waking a second thread (a few microseconds) pay; a fused point that folds reductions or
+  // calls exp or erf costs many times that, so such a kernel splits earlier: its grain is the
+  // same work, measured by costPerPoint against a binary op's three instructions (two loads and
+  // the op). A GELU over 256x128 (32K points, one erf each) ran on one thread in 35-45 us where
+  // two take 21-26 us; a kernel of cheap instructions keeps the 32768 points of before.
+  constexpr int64_t kGrainElements = 32768;
+  constexpr int64_t kCheapPoint = 3;
+  const int64_t by_work = kGrainElements / workPerPoint(kernel);
+  const int64_t by_cost = kGrainElements * kCheapPoint / costPerPoint(kernel);
+  return std::max<int64_t>(1, std::min(by_work, by_cost));
 }
 
 }  // namespace lazyfuse

@@ -174,5 +174,10 @@ const char* roundingFunction(c10::ScalarType dtype);
 void checkKernel(const Kernel& kernel);
 /// Elements one point of the kernel visits: itself plus every element its reductions fold.
 int64_t workPerPoint(const Kernel& kernel);
+/// What one point costs, in cheap instructions: calls of expensive kernel functions weigh more,
+/// instructions inside a reduction count once per element they fold.
+int64_t costPerPoint(const Kernel& kernel);
+/// Points per thread when the kernel is split across threads (Note [Thread grain]).
+int64_t threadGrain(const Kernel& kernel);
 
 }  // namespace lazyfuse
