@@ -10,7 +10,8 @@ and a list of pairs that share an input (sin+cos, exp+log, sigmoid*x, ...) runs 
   pair      f(a) <op> g(a)
 over float32, bfloat16 and float16 (integer and Bool functions over int32 and bool), with
 contiguous, transposed (every input a transposed view) and broadcast (the first input a row
-expanded over the rows) inputs, at a memory-bound size (4M elements) and a small one (4K).
+expanded over the rows) inputs, at a memory-bound size (4M elements) and a small one (4K). Both
+sides take the views inside each step, so the kernels read the strided inputs themselves.
 
 Eager writes into a preallocated output through `out=` of the last op; lazy records
 `out.copy_(...)` and syncs, and its plan writes into a buffer of the CPU buffer pool (Note [Buffer
@@ -171,12 +172,15 @@ def make_input(domain, dtype, shape, gen):
 
 
 def laid_out(t, layout, index):
-    """`t` (rows, cols) as the layout wants it: the same logical shape, other strides."""
+    """`t` (rows, cols) as the layout wants it: a base tensor and the view of it that each step
+    takes (the same logical shape, other strides). The view is taken inside every step, on both
+    sides: a lazy view kept from one step to the next is a tensor of its own after the sync (its
+    values written out contiguously), so a kernel would read that copy, not the strided input."""
     if layout == "transposed":
-        return t.t().contiguous().t()
+        return t.t().contiguous(), lambda base: base.t()
     if layout == "broadcast" and index == 0:
-        return t[:1].expand_as(t)
-    return t
+        return t[:1].clone(), lambda base: base.expand(t.shape)
+    return t, lambda base: base
 
 
 def workloads(names, dtypes, layouts, sizes, kinds):
@@ -282,17 +286,15 @@ def tolerance(dtype):
 def run_one(w, rounds, gen, with_compile=False):
     shape = w["shape"]
     dtype = w["dtype"]
-    cpu = [laid_out(make_input(d, dtype, shape, gen), w["layout"], i)
-           for i, d in enumerate(w["domains"])]
-    lazy = []
-    for t in cpu:  # the same layout on lazy: move the base, then view it the same way
-        if w["layout"] == "transposed":
-            z = t.t().to("lazy").t()
-        elif w["layout"] == "broadcast" and t.stride(0) == 0:
-            z = t[:1].to("lazy").expand(shape)
-        else:
-            z = t.to("lazy")
-        lazy.append(z)
+    laid = [laid_out(make_input(d, dtype, shape, gen), w["layout"], i)
+            for i, d in enumerate(w["domains"])]
+    cpu_bases = [base for base, _ in laid]
+    lazy_bases = [base.to("lazy") for base in cpu_bases]
+
+    def views(bases):
+        return [view(base) for base, (_, view) in zip(bases, laid)]
+
+    cpu = views(cpu_bases)
     out_dtype = getattr(torch, w["out_dtype"])
     eager_out = torch.empty(shape, dtype=out_dtype)
     lazy_out = torch.empty(shape, dtype=out_dtype, device="lazy")
@@ -300,17 +302,17 @@ def run_one(w, rounds, gen, with_compile=False):
     call = w["call"]
 
     def eager():
-        call(cpu, eager_out)
+        call(views(cpu_bases), eager_out)
 
     def run_lazy():
-        call(lazy, lazy_out)
+        call(views(lazy_bases), lazy_out)
         lazyfuse.mark_step()
 
     sides = {"eager": eager, "lazy": run_lazy}
     if with_compile:
         torch._dynamo.reset()  # one compiled function per workload, not guards piling up
         compiled = torch.compile(call)
-        sides["compile"] = lambda: compiled(cpu, eager_out)
+        sides["compile"] = lambda: compiled(views(cpu_bases), eager_out)
     for _ in range(2):  # warm up: record, compile, cache
         for side in sides.values():
             side()
@@ -350,12 +352,13 @@ REASONS = {
             "lazyfuse runs ATen's, which calls SLEEF's: Note [Ops left to ATen on a target]); "
             "alone, the step's record-and-sync overhead and noise decide",
     "remainder": "ATen's own kernel on both sides, as fmod",
-    "memory": "memory-bound: one load or two and a store per element, both sides at memory "
-              "speed. A kernel that moves more bytes than the last-level cache streams its "
-              "stores (Note [Streaming stores]) and passes eager (a binary float32 op over 4M "
-              "elements moves 48 MB); one that fits (a unary float32 op: 32 MB) "
-              "meets eager's `out=`, which writes into memory it wrote the step before, and "
-              "the step's record-and-sync overhead (~10-15 µs) decides",
+    "memory": "memory-bound: one load or two and a store per element, both sides at the speed "
+              "of memory or, where the last-level cache holds the step's data (32 MB for a "
+              "unary float32 op over 4M elements; the machine line above says which), of the "
+              "cache. A kernel that moves more bytes than the last-level cache streams its "
+              "stores (Note [Streaming stores]) and passes eager; one that fits meets eager's "
+              "`out=`, which writes into memory it wrote the step before, and the step's "
+              "record-and-sync overhead (~10-15 µs) decides",
     "16-bit memory": "16-bit, alone: 8 MB in and 8 MB out stay in the L3 between steps, so "
                      "both sides run at cache speed, where the kernel's conversion to float and "
                      "back (rounding on the store) costs more than ATen's kernel on the 16-bit "
@@ -366,12 +369,20 @@ REASONS = {
                       "4M elements in every dtype (0.98 ms float32, 1.04 ms bfloat16, measured "
                       "apart), and so does eager's 16-bit kernel (1.00 ms bfloat16), where its "
                       "float32 one takes 1.8 ms",
-    "transposed": "a transposed input is read with a stride of 2048 elements in the inner loop; "
-                  "GCC 12 tuned for this CPU does not gather, so the loop is scalar (eager's "
-                  "TensorIterator loop is scalar there too)",
+    "transposed": "the output is Half, whose stores are converted in blocks (Note [Half "
+                  "blocks]), and a kernel in blocks keeps the plain row loop (Note [Tiled "
+                  "loops]): the transposed input is read a cache line per element, as eager's "
+                  "loop reads it",
+    "libmvec": "float32 alone, evaluation-bound: the fused kernel calls glibc's libmvec "
+               "(Note [CPU prelude]), whose vector exp, log, atan and erf take more time per "
+               "element than the SLEEF functions ATen calls; with one function per element "
+               "that decides, and in a chain the fused kernel is ahead (chain3 2-3x)",
     "4K": "4K elements: the whole step (record, sync, run) against one ATen call; the per-step "
           "overhead of ~10 µs decides",
 }
+LIBMVEC = {"exp", "exp2", "log", "log2", "log10", "atan", "erf", "erfc", "expm1", "log1p",
+           "sin", "cos", "tan", "asin", "acos", "sinh", "cosh", "tanh", "asinh", "acosh",
+           "atanh", "pow", "atan2", "hypot"}
 MEMORY_BOUND = {"neg", "abs", "add", "sub", "mul", "div", "maximum", "minimum", "copysign",
                 "reciprocal", "sign", "rsqrt", "sqrt", "sigmoid", "eq", "ne", "lt", "le", "gt",
                 "ge", "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_not",
@@ -391,6 +402,8 @@ def reason_for(row):
         return REASONS["16-bit memory"]
     if sixteen and row["fn"] in ("exp", "exp2", "erf"):
         return REASONS["16-bit compute"]
+    if row["dtype"] == "float32" and row["kind"] == "alone" and row["fn"] in LIBMVEC:
+        return REASONS["libmvec"]
     if row["fn"] in MEMORY_BOUND and row["kind"] == "alone":
         return REASONS["memory"]
     return "not yet explained"

@@ -19,7 +19,8 @@ namespace detail {
 // walked in row segments of the last dimension: the outer variables are computed once per
 // segment by div/mod, and the innermost variable is the induction variable of an
 // `omp simd` loop holding the body; instructions that do not depend on it are hoisted out of
-// it. With reductions (or an empty domain, a single point) there is one loop over points, the
+// it. Whole rows of a kernel that reads an input transposed run in tiles first (Note [Tiled
+// loops]). With reductions (or an empty domain, a single point) there is one loop over points, the
 // variables come from the flat point index, and each kReduce is a loop over its reduced
 // elements: one flat loop when it reduces one dimension (or is an argmax/argmin, which records
 // the flat index), else a loop per reduced dimension, so that no variable needs a division.
@@ -168,11 +169,13 @@ void CpuRenderer::renderRowLoop() {
                     : "    const lf_i64 lo = p % " + last + ";\n    const lf_i64 hi = lf_imin(" +
                           last + ", lo + (end - p));\n";
   out_ += detail::variableLines("    ", "lf_i64", "v", "p", k_.domain, vars, rank - 1);
+  chooseBlocks(inner);
+  const std::vector<CpuLoopPart> parts = cpuLoopParts(k_, inner);  // Note [CPU loop parts]
+  if (block_var_.empty() && parts.size() == 1) tileLoop(inner, vars);
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
     if (!inner[i]) out_ += "    " + instrLine(i) + "\n";
   }
-  chooseBlocks(inner);
-  for (const CpuLoopPart& part : cpuLoopParts(k_, inner)) {  // Note [CPU loop parts]
+  for (const CpuLoopPart& part : parts) {
     part_stores_ = part.stores;
     partLoop(part.instrs, v);
   }
@@ -182,6 +185,76 @@ void CpuRenderer::renderRowLoop() {
     out_ += "  lf_stream_fence();\n";
   }
   block_var_.clear();
+}
+
+// Note [Tiled loops]
+// A row loop reads its inputs along the innermost variable. An input that is a transposed view
+// (`x.t()`, `x.transpose(-1, -2)`) is contiguous along the second-innermost one instead, and read
+// row by row it touches one cache line per element: a [2048, 2048] float transpose read this way
+// took 9.5 ms, eager's TensorIterator loop as long. Where a kernel has such a load (an index with
+// step 1 along the second-innermost variable, not along the innermost), the row loop first takes,
+// wherever [begin, end) holds whole rows, tiles of up to kTileRows rows that share all other
+// variables, kTileCols columns at a time: each such load is staged into an array of the tile,
+// read down its columns (each cache line once), and the body runs as usual over each row of
+// the tile, reading the staged values contiguously, so it vectorizes and its libmvec calls stay
+// vector calls. Partial rows at either end of the range, and kernels whose inner loop runs in
+// blocks or parts (Note [Half blocks], Note [CPU loop parts]), keep the plain row loop. Whether a
+// kernel is tiled depends only on its index expressions, never on sizes, so one rendering serves
+// every size of a shape-generic family; the tile's bounds are computed from the sizes at run
+// time.
+std::vector<bool> CpuRenderer::transposedLoads(const std::vector<bool>& inner) const {
+  const size_t rank = k_.domain.size();
+  std::vector<bool> out(k_.instrs.size(), false);
+  if (rank < 2 || !k_.reductions.empty()) return out;
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    const KInstr& instr = k_.instrs[i];
+    out[i] = instr.op == KOp::kLoad && inner[i] && contiguousAlong(instr.index, rank, rank - 2) &&
+             !contiguousAlong(instr.index, rank, rank - 1);
+  }
+  return out;
+}
+
+void CpuRenderer::tileLoop(const std::vector<bool>& inner, const std::vector<bool>& vars) {
+  const std::vector<bool> staged = transposedLoads(inner);
+  if (std::find(staged.begin(), staged.end(), true) == staged.end()) return;
+  const size_t rank = k_.domain.size();
+  const std::string last = std::to_string(k_.domain[rank - 1]);
+  const std::string rows = std::to_string(k_.domain[rank - 2]);
+  const std::string vr = "v" + std::to_string(rank - 2), vl = "v" + std::to_string(rank - 1);
+  const std::string tr = std::to_string(kTileRows), tc = std::to_string(kTileCols);
+  std::vector<bool> outer_vars = vars;
+  outer_vars[rank - 2] = true;
+  out_ += "    if (lo == 0 && end - p >= 2 * " + last + ") {  // Note [Tiled loops]\n";
+  out_ += detail::variableLines("      ", "lf_i64", "v", "p", k_.domain, outer_vars, rank - 1);
+  out_ += "      const lf_i64 tile_row = " + vr + ";\n";
+  out_ += "      const lf_i64 w = lf_imin(" + tr + ", lf_imin((end - p) / " + last + ", " + rows +
+          " - tile_row));\n";
+  out_ += "      for (lf_i64 c = 0; c < " + last + "; c += " + tc + ") {\n";
+  out_ += "        const lf_i64 n = lf_imin(" + tc + ", " + last + " - c);\n";
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    if (!staged[i]) continue;
+    const std::string array = "g" + std::to_string(i);
+    out_ += "        " + std::string(detail::cpuComputeType(k_.instrs[i].dtype)) + " " + array +
+            "[" + std::to_string(kTileRows * kTileCols) + "];\n";
+    out_ += "        for (lf_i64 j = 0; j < n; ++j) {\n";
+    out_ += "#pragma omp simd\n";
+    out_ += "          for (lf_i64 r = 0; r < w; ++r) {\n";
+    out_ += "            const lf_i64 " + vr + " = tile_row + r;\n";
+    out_ += "            const lf_i64 " + vl + " = c + j;\n";
+    out_ += "            " + array + "[r * " + tc + " + j] = (" +
+            detail::cpuComputeType(k_.instrs[i].dtype) + ")" + loadExpr(k_.instrs[i]) + ";\n";
+    out_ += "          }\n        }\n";
+  }
+  out_ += "        for (lf_i64 r = 0; r < w; ++r) {\n";
+  out_ += "          const lf_i64 " + vr + " = tile_row + r;\n";
+  for (size_t i = 0; i < k_.instrs.size(); ++i) {
+    if (!inner[i]) out_ += "          " + instrLine(i) + "\n";
+  }
+  tiled_ = staged;
+  innerLoop(inner, "          ", vl + " = c; " + vl + " < c + n; ++" + vl);
+  tiled_.clear();
+  out_ += "        }\n      }\n";
+  out_ += "      p += w * " + last + ";\n      continue;\n    }\n";
 }
 
 void CpuRenderer::partLoop(const std::vector<bool>& instrs, const std::string& v) {

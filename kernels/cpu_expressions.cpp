@@ -27,6 +27,10 @@ std::string CpuRenderer::instrExpr(const KInstr& instr, int32_t i) const {
       if (!block_var_.empty() && half_loads_[i]) {
         return "h" + std::to_string(i) + "[" + block_var_ + " - c]";  // Note [Half blocks]
       }
+      if (!tiled_.empty() && tiled_[i]) {  // Note [Tiled loops]
+        return "g" + std::to_string(i) + "[r * " + std::to_string(kTileCols) + " + (v" +
+               std::to_string(k_.domain.size() - 1) + " - c)]";
+      }
       return cast + loadExpr(instr);
     case KOp::kConst: return detail::cpuLiteral(instr.dtype, instr.fvalue, instr.ivalue);
     case KOp::kParam:

@@ -15,6 +15,10 @@
 
 namespace lazyfuse::detail {
 
+/// The rows and columns of a tile of Note [Tiled loops] (kernels/cpu_codegen.cpp).
+constexpr int64_t kTileRows = 16;
+constexpr int64_t kTileCols = 64;
+
 class CpuRenderer {
  public:
   explicit CpuRenderer(const Kernel& kernel) : k_(kernel) {}
@@ -46,6 +50,12 @@ class CpuRenderer {
   /// runs a block at a time (Note [Half blocks]), and the stores that stream (Note [Streaming
   /// stores]); sets block_var_ when there is one of either.
   void chooseBlocks(const std::vector<bool>& inner);
+  /// The loads of the inner loop that walk their buffer with step 1 along the second-innermost
+  /// variable instead of the innermost (Note [Tiled loops]).
+  std::vector<bool> transposedLoads(const std::vector<bool>& inner) const;
+  /// The row loop's tiled path, emitted before its plain one when the kernel has transposed
+  /// loads (Note [Tiled loops]); `vars` marks the variables the kernel uses.
+  void tileLoop(const std::vector<bool>& inner, const std::vector<bool>& vars);
 
   /// Which instructions depend on the innermost variable and must stay in the inner loop.
   std::vector<bool> innerInstrs() const;
@@ -115,6 +125,7 @@ class CpuRenderer {
   std::vector<bool> half_loads_;
   std::vector<bool> half_stores_;
   std::vector<bool> streams_;      // per store: written with non-temporal stores
+  std::vector<bool> tiled_;        // per instruction: a load staged in a tile's array
   std::vector<bool> part_stores_;  // the stores of the part being rendered; empty: all
   // In a row group's function (Note [CPU row groups]): where this kernel's buffers and
   // parameters start in the function's arrays, and the values its two kernels share.
