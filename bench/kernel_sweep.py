@@ -369,10 +369,8 @@ REASONS = {
                       "4M elements in every dtype (0.98 ms float32, 1.04 ms bfloat16, measured "
                       "apart), and so does eager's 16-bit kernel (1.00 ms bfloat16), where its "
                       "float32 one takes 1.8 ms",
-    "transposed": "the output is Half, whose stores are converted in blocks (Note [Half "
-                  "blocks]), and a kernel in blocks keeps the plain row loop (Note [Tiled "
-                  "loops]): the transposed input is read a cache line per element, as eager's "
-                  "loop reads it",
+    "transposed": "not yet explained: transposed inputs are read in tiles (Note [Tiled "
+                  "loops]), which passed eager's strided loop everywhere in the last sweep",
     "libmvec": "float32 alone, evaluation-bound: the fused kernel calls glibc's libmvec "
                "(Note [CPU prelude]), whose vector exp, log, atan and erf take more time per "
                "element than the SLEEF functions ATen calls; with one function per element "

@@ -171,7 +171,7 @@ void CpuRenderer::renderRowLoop() {
   out_ += detail::variableLines("    ", "lf_i64", "v", "p", k_.domain, vars, rank - 1);
   chooseBlocks(inner);
   const std::vector<CpuLoopPart> parts = cpuLoopParts(k_, inner);  // Note [CPU loop parts]
-  if (block_var_.empty() && parts.size() == 1) tileLoop(inner, vars);
+  tileLoop(inner, vars, parts);
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
     if (!inner[i]) out_ += "    " + instrLine(i) + "\n";
   }
@@ -197,11 +197,11 @@ void CpuRenderer::renderRowLoop() {
 // variables, kTileCols columns at a time: each such load is staged into an array of the tile,
 // read down its columns (each cache line once), and the body runs as usual over each row of
 // the tile, reading the staged values contiguously, so it vectorizes and its libmvec calls stay
-// vector calls. Partial rows at either end of the range, and kernels whose inner loop runs in
-// blocks or parts (Note [Half blocks], Note [CPU loop parts]), keep the plain row loop. Whether a
-// kernel is tiled depends only on its index expressions, never on sizes, so one rendering serves
-// every size of a shape-generic family; the tile's bounds are computed from the sizes at run
-// time.
+// vector calls; each tile row runs its loop parts and blocks (Note [CPU loop parts], Note [Half
+// blocks], Note [Streaming stores]) as a row segment of the plain loop would. Partial rows at
+// either end of the range keep the plain row loop. Whether a kernel is tiled depends only on
+// its index expressions, never on sizes, so one rendering serves every size of a shape-generic
+// family; the tile's bounds are computed from the sizes at run time.
 std::vector<bool> CpuRenderer::transposedLoads(const std::vector<bool>& inner) const {
   const size_t rank = k_.domain.size();
   std::vector<bool> out(k_.instrs.size(), false);
@@ -214,7 +214,8 @@ std::vector<bool> CpuRenderer::transposedLoads(const std::vector<bool>& inner) c
   return out;
 }
 
-void CpuRenderer::tileLoop(const std::vector<bool>& inner, const std::vector<bool>& vars) {
+void CpuRenderer::tileLoop(const std::vector<bool>& inner, const std::vector<bool>& vars,
+                           const std::vector<CpuLoopPart>& parts) {
   const std::vector<bool> staged = transposedLoads(inner);
   if (std::find(staged.begin(), staged.end(), true) == staged.end()) return;
   const size_t rank = k_.domain.size();
@@ -229,29 +230,36 @@ void CpuRenderer::tileLoop(const std::vector<bool>& inner, const std::vector<boo
   out_ += "      const lf_i64 tile_row = " + vr + ";\n";
   out_ += "      const lf_i64 w = lf_imin(" + tr + ", lf_imin((end - p) / " + last + ", " + rows +
           " - tile_row));\n";
-  out_ += "      for (lf_i64 c = 0; c < " + last + "; c += " + tc + ") {\n";
-  out_ += "        const lf_i64 n = lf_imin(" + tc + ", " + last + " - c);\n";
+  out_ += "      for (lf_i64 tc0 = 0; tc0 < " + last + "; tc0 += " + tc + ") {\n";
+  out_ += "        const lf_i64 tn = lf_imin(" + tc + ", " + last + " - tc0);\n";
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
     if (!staged[i]) continue;
     const std::string array = "g" + std::to_string(i);
     out_ += "        " + std::string(detail::cpuComputeType(k_.instrs[i].dtype)) + " " + array +
             "[" + std::to_string(kTileRows * kTileCols) + "];\n";
-    out_ += "        for (lf_i64 j = 0; j < n; ++j) {\n";
+    out_ += "        for (lf_i64 j = 0; j < tn; ++j) {\n";
     out_ += "#pragma omp simd\n";
     out_ += "          for (lf_i64 r = 0; r < w; ++r) {\n";
     out_ += "            const lf_i64 " + vr + " = tile_row + r;\n";
-    out_ += "            const lf_i64 " + vl + " = c + j;\n";
+    out_ += "            const lf_i64 " + vl + " = tc0 + j;\n";
     out_ += "            " + array + "[r * " + tc + " + j] = (" +
             detail::cpuComputeType(k_.instrs[i].dtype) + ")" + loadExpr(k_.instrs[i]) + ";\n";
     out_ += "          }\n        }\n";
   }
+  // Each row of the tile is a row segment [lo, hi) of its own: its parts and blocks run as in
+  // the plain loop (Note [CPU loop parts], Note [Half blocks]).
   out_ += "        for (lf_i64 r = 0; r < w; ++r) {\n";
   out_ += "          const lf_i64 " + vr + " = tile_row + r;\n";
+  out_ += "          const lf_i64 lo = tc0;\n          const lf_i64 hi = tc0 + tn;\n";
   for (size_t i = 0; i < k_.instrs.size(); ++i) {
     if (!inner[i]) out_ += "          " + instrLine(i) + "\n";
   }
   tiled_ = staged;
-  innerLoop(inner, "          ", vl + " = c; " + vl + " < c + n; ++" + vl);
+  for (const CpuLoopPart& part : parts) {
+    part_stores_ = part.stores;
+    partLoop(part.instrs, vl);
+  }
+  part_stores_.clear();
   tiled_.clear();
   out_ += "        }\n      }\n";
   out_ += "      p += w * " + last + ";\n      continue;\n    }\n";

@@ -29,7 +29,7 @@ std::string CpuRenderer::instrExpr(const KInstr& instr, int32_t i) const {
       }
       if (!tiled_.empty() && tiled_[i]) {  // Note [Tiled loops]
         return "g" + std::to_string(i) + "[r * " + std::to_string(kTileCols) + " + (v" +
-               std::to_string(k_.domain.size() - 1) + " - c)]";
+               std::to_string(k_.domain.size() - 1) + " - tc0)]";
       }
       return cast + loadExpr(instr);
     case KOp::kConst: return detail::cpuLiteral(instr.dtype, instr.fvalue, instr.ivalue);

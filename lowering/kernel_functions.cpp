@@ -265,11 +265,13 @@ LF_D double lf_remainder(double a, double b) {
       LF_COMPARISON(le, <=),
       LF_COMPARISON(gt, >),
       LF_COMPARISON(ge, >=),
+      // On the CPU with & and |, not && and ||: a short circuit is a branch around the second
+      // load, which kept a loop reading a tiled, transposed input (Note [Tiled loops]) scalar.
       {"logical_and", 2, kBoolArgs, kBool, kCheap, nullptr,
-       "LF_BOOL2(logical_and, (a != 0) && (b != 0))", "LF_BOOL2(logical_and, (a != 0) && (b != 0))",
+       "LF_BOOL2(logical_and, (a != 0) & (b != 0))", "LF_BOOL2(logical_and, (a != 0) && (b != 0))",
        LF_METHOD2(logical_and)},
       {"logical_or", 2, kBoolArgs, kBool, kCheap, nullptr,
-       "LF_BOOL2(logical_or, (a != 0) || (b != 0))", "LF_BOOL2(logical_or, (a != 0) || (b != 0))",
+       "LF_BOOL2(logical_or, (a != 0) | (b != 0))", "LF_BOOL2(logical_or, (a != 0) || (b != 0))",
        LF_METHOD2(logical_or)},
       {"logical_xor", 2, kBoolArgs, kBool, kCheap, nullptr,
        "LF_BOOL2(logical_xor, (a != 0) != (b != 0))", "LF_BOOL2(logical_xor, (a != 0) != (b != 0))",

@@ -6,6 +6,7 @@
 // in kernels/cpu_reduction_codegen.cpp. See Note [CPU loop structure] in kernels/cpu_codegen.cpp.
 
 #include "kernels/cpu_codegen.h"
+#include "kernels/detail/cpu_loop_parts.h"
 #include "lowering/kernel_ir.h"
 
 #include <cstddef>
@@ -55,7 +56,8 @@ class CpuRenderer {
   std::vector<bool> transposedLoads(const std::vector<bool>& inner) const;
   /// The row loop's tiled path, emitted before its plain one when the kernel has transposed
   /// loads (Note [Tiled loops]); `vars` marks the variables the kernel uses.
-  void tileLoop(const std::vector<bool>& inner, const std::vector<bool>& vars);
+  void tileLoop(const std::vector<bool>& inner, const std::vector<bool>& vars,
+                const std::vector<CpuLoopPart>& parts);
 
   /// Which instructions depend on the innermost variable and must stay in the inner loop.
   std::vector<bool> innerInstrs() const;

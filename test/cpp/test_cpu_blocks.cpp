@@ -45,9 +45,13 @@ TEST(HalfBlocksTest, ContiguousHalfConvertsInBlocksAndStridedInTheLoop) {
     const int32_t twice = k.fn("mul", ScalarType::Float, {x, k.constant(ScalarType::Float, 2)});
     k.store(k.fn("add", ScalarType::Float, {twice, y}), out, flat);
     const std::string source = renderCpp({&k.k});
-    EXPECT_EQ(countOccurrences(source, "lf_half_block_load(h"), 1u) << source;
-    EXPECT_EQ(countOccurrences(source, "lf_half_block_store(&"), 1u) << source;
-    EXPECT_EQ(countOccurrences(source, "lf_half_load(b"), 1u) << source;  // b, in the loop
+    // b is read transposed, so whole rows run in tiles (Note [Tiled loops]) and partial rows in
+    // the plain loop: each has a's block load and the output's block store, and converts b
+    // where it loads it.
+    EXPECT_EQ(countOccurrences(source, "lf_half_block_load(h"), 2u) << source;
+    EXPECT_EQ(countOccurrences(source, "lf_half_block_store(&"), 2u) << source;
+    EXPECT_EQ(countOccurrences(source, "lf_half_load(b"), 2u) << source;
+    EXPECT_EQ(countOccurrences(source, "Note [Tiled loops]"), 1u) << source;
     const CpuCompileResult result = compileCpp(source, {k.k.name});
     ASSERT_TRUE(result.module) << result.error;
 
@@ -57,20 +61,24 @@ TEST(HalfBlocksTest, ContiguousHalfConvertsInBlocksAndStridedInTheLoop) {
       for (uint16_t& e : *v) e = static_cast<uint16_t>(rng());  // any bits: subnormals, inf, NaN
     }
     void* buffers[] = {av.data(), bv.data(), outv.data()};
-    // Two calls splitting the points mid-row, as threads do.
+    // Two calls splitting the points mid-row, as threads do (rows of the plain loop), then one
+    // call over all points (whole rows, in a tile).
     const int64_t points = rows * cols, half = points / 2 + 1;
-    result.module->functions.at(0)(0, half, buffers, nullptr, nullptr);
-    result.module->functions.at(0)(half, points, buffers, nullptr, nullptr);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const float xa = static_cast<float>(c10::Half(av[r * cols + c], c10::Half::from_bits()));
-        const float yb = static_cast<float>(c10::Half(bv[c * rows + r], c10::Half::from_bits()));
-        const float want = xa * 2.0f + yb;
-        const c10::Half got(outv[r * cols + c], c10::Half::from_bits());
-        if (want != want) {
-          EXPECT_TRUE(static_cast<float>(got) != static_cast<float>(got)) << r << "," << c;
-        } else {
-          EXPECT_EQ(outv[r * cols + c], bitsOf(c10::Half(want))) << r << "," << c << " " << want;
+    for (const int64_t cut : {half, points}) {
+      std::fill(outv.begin(), outv.end(), uint16_t{0});
+      result.module->functions.at(0)(0, cut, buffers, nullptr, nullptr);
+      result.module->functions.at(0)(cut, points, buffers, nullptr, nullptr);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          const float xa = static_cast<float>(c10::Half(av[r * cols + c], c10::Half::from_bits()));
+          const float yb = static_cast<float>(c10::Half(bv[c * rows + r], c10::Half::from_bits()));
+          const float want = xa * 2.0f + yb;
+          const c10::Half got(outv[r * cols + c], c10::Half::from_bits());
+          if (want != want) {
+            EXPECT_TRUE(static_cast<float>(got) != static_cast<float>(got)) << r << "," << c;
+          } else {
+            EXPECT_EQ(outv[r * cols + c], bitsOf(c10::Half(want))) << r << "," << c << " " << want;
+          }
         }
       }
     }
