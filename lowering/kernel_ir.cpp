@@ -246,13 +246,20 @@ int64_t domainNumel(const Kernel& kernel) {
   return numel;
 }
 
+namespace {
+
+/// The elements one point of reduction `r` folds.
+int64_t foldedElements(const KReduction& r) {
+  int64_t n = 1;
+  for (int64_t size : r.sizes) n *= size;
+  return n;
+}
+
+}  // namespace
+
 int64_t workPerPoint(const Kernel& kernel) {
   int64_t work = 1;
-  for (const KReduction& r : kernel.reductions) {
-    int64_t n = 1;
-    for (int64_t size : r.sizes) n *= size;
-    work += n;
-  }
+  for (const KReduction& r : kernel.reductions) work += foldedElements(r);
   return work;
 }
 
@@ -260,10 +267,6 @@ int64_t costPerPoint(const Kernel& kernel) {
   // Units of one cheap instruction (a load, an add); a call of an expensive kernel function
   // (exp, erf, tanh: a libmvec call) costs about as much as eight. See threadGrain.
   constexpr int64_t kExpensiveCall = 8;
-  std::vector<int64_t> per_scope(kernel.reductions.size(), 1);
-  for (size_t r = 0; r < kernel.reductions.size(); ++r) {
-    for (int64_t size : kernel.reductions[r].sizes) per_scope[r] *= size;
-  }
   int64_t cost = 0;
   for (const KInstr& instr : kernel.instrs) {
     if (instr.op == KOp::kConst || instr.op == KOp::kParam) continue;
@@ -272,7 +275,7 @@ int64_t costPerPoint(const Kernel& kernel) {
       const KernelFunction* fn = findKernelFunction(instr.fn);
       if (fn != nullptr && fn->expensive) c = kExpensiveCall;
     }
-    cost += instr.scope < 0 ? c : c * per_scope.at(instr.scope);
+    cost += instr.scope < 0 ? c : c * foldedElements(kernel.reductions.at(instr.scope));
   }
   return std::max<int64_t>(cost, 1);
 }

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import lazyfuse
+from fused_checks import check, edge_tensor, tolerances
 from helpers import reference, to_cpu, to_lazy
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
@@ -22,43 +23,6 @@ INTS = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8]
 def always_fuse(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("LAZYFUSE_FUSION", "always")
     yield
-
-
-def edge_tensor(shape, dtype, seed=0):
-    """Random values plus the edge values of the dtype: NaN, +-inf, -0.0, integer extremes."""
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) > 0.5
-    if dtype.is_floating_point:
-        t = (torch.randn(shape, generator=g) * 3).to(dtype)
-        flat = t.view(-1)
-        for i, v in enumerate([math.nan, math.inf, -math.inf, -0.0, 0.0]):
-            if i < flat.numel():
-                flat[(i * 7) % flat.numel()] = v
-        return t
-    info = torch.iinfo(dtype)
-    t = torch.randint(max(info.min, -100), min(info.max, 100), shape, generator=g, dtype=dtype)
-    flat = t.view(-1)
-    flat[0], flat[-1] = info.min, info.max
-    return t
-
-
-def check(fn, *inputs, rtol=None, atol=None, equal_nan=True):
-    lazyfuse.reset_metrics()
-    expected = reference(fn, *inputs)
-    actual = fn(*to_lazy(list(inputs)))
-    lazyfuse.mark_step()
-    tol = {} if rtol is None else {"rtol": rtol, "atol": atol}
-    torch.testing.assert_close(to_cpu(actual), expected, equal_nan=equal_nan, **tol)
-    metrics = lazyfuse.metrics()
-    assert metrics["KernelsLaunched"] >= 1, "the graph did not run as fused kernels"
-    return metrics
-
-
-def tolerances(dtype):
-    if dtype in (torch.bfloat16, torch.float16):
-        return {"rtol": 2e-2, "atol": 2e-2}  # fused chains round once, eager after every op
-    return {}
 
 
 UNARY = ["abs", "neg", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
@@ -208,37 +172,6 @@ def test_reductions_over_several_dimensions_loop_per_dimension():
         return (out.var((0, 2)),) + torch.autograd.grad((out * out).sum(), (t, weight, bias))
 
     check(norm_over_two_dims, y, w, b)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("cols", [2, 3, 7, 10, 15, 16, 17])
-def test_folds_shorter_than_a_vector_match_eager(cols, dtype):
-    # Folds over fewer elements than one vector holds (a cross-entropy over 10 classes): the
-    # vector loop is all remainder; NaN, infinities and the last element each count once.
-    x = edge_tensor((37, cols), dtype, cols)
-    x[5, -1] = math.nan
-    x[6] = -math.inf
-    x[7, -1] = math.inf
-    labels = torch.arange(37) % cols
-    check(lambda t: (t.log_softmax(1), t.amax(1), t.amin(1), t.sum(1), (t / 4).exp().sum(1),
-                     (t / 8).nan_to_num(0.5, 2.0, -2.0).prod(1), t.max(1).values),
-          x, **tolerances(dtype))
-    if dtype != torch.bfloat16:
-        y = torch.randn(37, cols, dtype=dtype)
-        check(lambda t, target: F.cross_entropy(t, target), y, labels)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16],
-                         ids=str)
-@pytest.mark.parametrize("shape", [(70, 150), (150, 70), (3, 33, 131), (16, 64), (1, 300), (300, 2)],
-                         ids=str)
-def test_transposed_inputs_run_in_tiles_like_eager(shape, dtype):
-    # Note [Tiled loops]: an input read transposed is staged in tiles of whole rows; sizes that
-    # are no multiple of the tile, a batch dimension, and rows split between threads.
-    x = edge_tensor(shape[:-2] + (shape[-1], shape[-2]), dtype, 21)
-    y = edge_tensor(shape, dtype, 22)
-    check(lambda a, b: (a.transpose(-1, -2).exp() * 0.5 + b, a.transpose(-1, -2).neg()),
-          x, y, **tolerances(dtype))
 
 
 @pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom:UserWarning")
