@@ -144,6 +144,7 @@ std::optional<std::vector<at::Tensor>> PlanReplay::capture(
     const uint32_t position = donorOf(*fused, *d).value.position;
     if (nodes[position]->kind() == OpKind::kDeviceData) run->data_donations.emplace_back(fused, d);
   }
+  run->data_regions = state.regions_taken;
   run->donated = state.donated;
   run->donated_data = state.donated_data;
   metrics::cuda_graphs_captured.add();

@@ -261,7 +261,7 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
     }
   }
   if (held) return attempt;
-  if (!run.data_donations.empty()) {
+  if (!run.data_donations.empty() || !run.data_regions.empty()) {
     DonationState state;
     state.free_data = free_data();
     PlanValues values;
@@ -271,6 +271,16 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
       values.nodes[position] = {nodes[position]->data()};
     for (const auto& [fused, d] : run.data_donations) {
       if (!mayDonate(*fused, *d, graph, values, device)) return attempt;
+    }
+    for (const RegionWrite* write : run.data_regions) {
+      // The index must be device data to be checked before the replay writes with it.
+      const Node& index = *nodes[write->index.position];
+      const TensorMeta& meta = nodes[write->value.position]->outputMeta(write->value.index);
+      if (!dataWritableInPlace(write->base.position, meta, write->sharers, graph, values) ||
+          (write->index_copy &&
+           (index.kind() != OpKind::kDeviceData || !writeCannotRaise(*write, index.data())))) {
+        return attempt;
+      }
     }
   }
   bool changed = false;

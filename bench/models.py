@@ -13,6 +13,9 @@ interleaved, medians of per-round step times.
   kv_decode    64 tokens decoded with a preallocated KV cache (index_copy_ at a position tensor,
                attention over the whole cache with a mask), batch 4, d 256, 2 layers; one
                mark_step per token
+  cache_update 16 tokens written into a static KV cache the program holds (4 layers of
+               [2, 4, 8, 1024, 64], 64 MB: `cache[l].index_copy_(3, pos, kv)` as Hugging Face's
+               StaticCache does), with each token's K/V projection; one mark_step per token
   layer_norm   F.layer_norm forward + backward, [4096, 1024] (eager: ATen's native kernels)
   softmax      softmax forward + backward, [4096, 1024]
   resnet       a small ResNet (3 stages of 2 basic blocks, batch 16, 32x32), SGD step
@@ -230,6 +233,24 @@ def w_sgd_300(quick, compile_ok):
                            compile_ok, ("eager fused", {"fused": True}))
 
 
+def token_loop(token, x_start, tokens, lazy):
+    """A decoding side: `x = token(x, t)` for each token t without autograd, a mark_step per
+    token on lazy."""
+
+    def decode():
+        with torch.no_grad():
+            x = x_start
+            for t in range(tokens):
+                x = token(x, t)
+                if lazy:
+                    lazyfuse.mark_step()
+            if lazy:
+                lazyfuse.wait()
+        return x
+
+    return decode
+
+
 def w_kv_decode(quick, compile_ok):
     b, d, heads, layers, tokens = 4, 256, 4, 2, (16 if quick else 64)
     torch.manual_seed(0)
@@ -244,19 +265,37 @@ def w_kv_decode(quick, compile_ok):
         pos = [torch.tensor([t], device=dev) for t in range(tokens)]
         x_start = x0.to(dev)
 
-        def decode(forward=forward, cache=cache, positions=positions, pos=pos, x_start=x_start,
-                   lazy=side == "lazy"):
-            with torch.no_grad():
-                x = x_start
-                for t in range(tokens):
-                    x = forward(x, cache, pos[t], positions)
-                    if lazy:
-                        lazyfuse.mark_step()
-                if lazy:
-                    lazyfuse.wait()
-            return x
+        sides[side] = token_loop(
+            lambda x, t, forward=forward, cache=cache, pos=pos, positions=positions:
+                forward(x, cache, pos[t], positions),
+            x_start, tokens, side == "lazy")
+    return sides
 
-        sides[side] = decode
+
+def w_cache_update(quick, compile_ok):
+    b, heads, dh, layers, positions, tokens = 4, 8, 64, 4, (256 if quick else 1024), 16
+    d = heads * dh
+    torch.manual_seed(0)
+    proj = torch.randn(layers, d, 2 * d) * d ** -0.5
+    x0 = torch.randn(b, d)
+
+    def write(x, caches, w, pos):
+        for layer, cache in enumerate(caches):
+            kv = (x @ w[layer]).view(b, 2, heads, 1, dh).transpose(0, 1)
+            cache.index_copy_(3, pos, kv)
+            x = x + kv[0, :, :, 0].reshape(b, d)
+        return x
+
+    sides = {}
+    for side, dev in devices(compile_ok):
+        caches = [torch.zeros(2, b, heads, positions, dh, device=dev) for _ in range(layers)]
+        w, x_start = proj.to(dev), x0.to(dev)
+        pos = [torch.tensor([t], device=dev) for t in range(tokens)]
+        step = torch.compile(write) if side == "compile" else write
+
+        sides[side] = token_loop(
+            lambda x, t, step=step, caches=caches, w=w, pos=pos: step(x, caches, w, pos[t]),
+            x_start, tokens, side == "lazy")
     return sides
 
 
@@ -301,7 +340,8 @@ def w_resnet(quick, compile_ok):
 
 
 WORKLOADS = {"mlp_demo": w_mlp_demo, "gpt_block": w_gpt_block, "adam_300": w_adam_300,
-             "sgd_300": w_sgd_300, "kv_decode": w_kv_decode, "layer_norm": w_layer_norm,
+             "sgd_300": w_sgd_300, "kv_decode": w_kv_decode, "cache_update": w_cache_update,
+             "layer_norm": w_layer_norm,
              "softmax": w_softmax, "resnet": w_resnet}
 
 

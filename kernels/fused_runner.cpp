@@ -58,14 +58,15 @@ bool hasLayout(const at::Tensor& tensor, const TensorMeta& meta, c10::Device dev
 }
 
 bool donatable(const at::Tensor& tensor, const TensorMeta& meta, c10::Device device,
-               const Donation& d, uint32_t position, const Graph& graph, const PlanValues& values) {
+               const std::vector<uint32_t>& sharers, uint32_t position, const Graph& graph,
+               const PlanValues& values) {
   const bool device_data = graph.nodes()[position]->kind() == OpKind::kDeviceData;
   if (!heldByPlanOnly(tensor, device_data) || !hasLayout(tensor, meta, device)) return false;
   const size_t storage_holders = tensor.storage().use_count();
   if (storage_holders == 1) return true;
   if (!device_data) return false;
-  if (storage_holders != 1 + d.sharers.size()) return false;
-  for (uint32_t other : d.sharers) {
+  if (storage_holders != 1 + sharers.size()) return false;
+  for (uint32_t other : sharers) {
     const at::Tensor& shared = values.nodes.at(other).at(0);
     if (!values.donation->free_data.at(other) || !heldByPlanOnly(shared, true) ||
         shared.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
@@ -79,9 +80,24 @@ bool donationEnabled() { return config::donation(); }
 
 }  // namespace
 
-bool writableInPlace(const at::Tensor& tensor, const TensorMeta& meta) {
-  return donationEnabled() && heldByPlanOnly(tensor, /*device_data=*/false) &&
+bool writableInPlace(const at::Tensor& tensor, const TensorMeta& meta,
+                     const DonationState& donation) {
+  // A value that an earlier step wrote into device data's memory is held by that node too.
+  const bool data = std::find(donation.written_data.begin(), donation.written_data.end(),
+                              tensor.unsafeGetTensorImpl()) != donation.written_data.end();
+  return donationEnabled() && heldByPlanOnly(tensor, data) &&
          hasLayout(tensor, meta, tensor.device()) && tensor.storage().use_count() == 1;
+}
+
+bool dataWritableInPlace(uint32_t position, const TensorMeta& meta,
+                         const std::vector<uint32_t>& sharers, const Graph& graph,
+                         const PlanValues& values) {
+  if (!donationEnabled() || values.donation == nullptr ||
+      !values.donation->free_data.at(position)) {
+    return false;
+  }
+  const at::Tensor& tensor = values.nodes.at(position).at(0);
+  return donatable(tensor, meta, tensor.device(), sharers, position, graph, values);
 }
 
 at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& values) {
@@ -96,8 +112,8 @@ bool mayDonate(const FusedKernel& fused, const Donation& d, const Graph& graph, 
   const BufferBinding& in = donorOf(fused, d);
   const bool device_data = graph.nodes()[in.value.position]->kind() == OpKind::kDeviceData;
   if (device_data && !values.donation->free_data.at(in.value.position)) return false;
-  return donatable(bindingSlot(in, graph, values), fused.buffers.at(d.output).meta, device, d,
-                   in.value.position, graph, values);
+  return donatable(bindingSlot(in, graph, values), fused.buffers.at(d.output).meta, device,
+                   d.sharers, in.value.position, graph, values);
 }
 
 at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& graph,

@@ -24,6 +24,10 @@ struct DonationState {
   /// With `record_taken`, the donations taken, in order (a captured run's, for replay).
   bool record_taken = false;
   std::vector<std::pair<const FusedKernel*, const Donation*>> taken;
+  /// With `record_taken`, the region writes that wrote into device data in place.
+  std::vector<const RegionWrite*> regions_taken;
+  /// The tensors of device data that a region write wrote into in place (Note [Region writes]).
+  std::vector<const c10::TensorImpl*> written_data;
 };
 
 /// Graph values by node position and output index, and the plan's temporaries.
@@ -35,9 +39,19 @@ struct PlanValues {
 };
 
 /// Whether `tensor`, a plan value that is not device data, may be overwritten as `meta` in place:
-/// donation is on, only the plan's slot holds it, only it its storage, and it has `meta`'s
-/// layout (the run-time check of Note [Donated buffers]).
-bool writableInPlace(const at::Tensor& tensor, const TensorMeta& meta);
+/// donation is on, only the plan's slot holds it (and, when `donation` says a region write wrote
+/// it into device data's memory, that device data's node), only it its storage, and it has
+/// `meta`'s layout (the run-time check of Note [Donated buffers]).
+bool writableInPlace(const at::Tensor& tensor, const TensorMeta& meta,
+                     const DonationState& donation);
+
+/// Whether the device data at node `position` may be overwritten as `meta` in place: the run
+/// donates (`values.donation`), nothing outside the graph reaches its node, only the plan holds
+/// its tensor, and its storage is held by it alone or by it and the device data of `sharers`,
+/// each held by the plan alone (the run-time check of Note [Donated buffers]).
+bool dataWritableInPlace(uint32_t position, const TensorMeta& meta,
+                         const std::vector<uint32_t>& sharers, const Graph& graph,
+                         const PlanValues& values);
 
 /// The slot of `b`'s value (or temporary) in `values`.
 at::Tensor& bindingSlot(const BufferBinding& b, const Graph& graph, PlanValues& values);

@@ -13,9 +13,11 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros_like.h>
 #include <ATen/record_function.h>
+#include <c10/core/WrapDimMinimal.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -237,15 +239,40 @@ class StepRunner {
   std::vector<at::Tensor> sources_;  // what each of written_ copies
 };
 
+/// Whether `write` may write into `base`'s memory. Device data (a KV cache the program holds) is
+/// written in place as a kernel's donated device data is (Note [Donated buffers]): only when
+/// nothing but the plan holds it and the write cannot fail halfway; under a CUDA graph capture
+/// only when the capture records it (DonationState::regions_taken), since each replay must check
+/// the same again (backend/plan_replay.cpp).
+bool writesInPlace(const RegionWrite& write, const at::Tensor& base, const at::Tensor& index,
+                   const TensorMeta& meta, const Graph& graph, const PlanValues& values) {
+  if (!write.may_donate || values.donation == nullptr) return false;
+  if (graph.nodes()[write.base.position]->kind() != OpKind::kDeviceData) {
+    return writableInPlace(base, meta, *values.donation);
+  }
+  return (currentCapture() == nullptr || values.donation->record_taken) && write.base.index == 0 &&
+         dataWritableInPlace(write.base.position, meta, write.sharers, graph, values) &&
+         writeCannotRaise(write, index);
+}
+
 /// See Note [Region writes] in lowering/region_writes.cpp.
 void runRegionWrite(const RegionWrite& write, const Graph& graph, PlanValues& values) {
   const at::Tensor& base = values.nodes.at(write.base.position).at(write.base.index);
   LF_INTERNAL_ASSERT(base.defined(), "value %", write.base.position, " used after release");
   const TensorMeta& meta = graph.nodes()[write.value.position]->outputMeta(write.value.index);
+  const at::Tensor index =
+      write.index_copy ? values.nodes.at(write.index.position).at(write.index.index) : at::Tensor();
   at::Tensor out;
-  if (write.may_donate && values.donation != nullptr && writableInPlace(base, meta)) {
+  bool into_data = false;
+  if (writesInPlace(write, base, index, meta, graph, values)) {
     out = base;
     ++values.donation->donated;
+    into_data = graph.nodes()[write.base.position]->kind() == OpKind::kDeviceData;
+    if (into_data) {
+      ++values.donation->donated_data;
+      values.donation->written_data.push_back(base.unsafeGetTensorImpl());
+      if (values.donation->record_taken) values.donation->regions_taken.push_back(&write);
+    }
   }
   const bool copied = !out.defined();
   if (copied) {
@@ -257,8 +284,6 @@ void runRegionWrite(const RegionWrite& write, const Graph& graph, PlanValues& va
   const at::Tensor& source = values.nodes.at(write.source.position).at(write.source.index);
   at::Tensor region =
       out.as_strided(write.sizes, write.strides, out.storage_offset() + write.offset);
-  const at::Tensor index =
-      write.index_copy ? values.nodes.at(write.index.position).at(write.index.index) : at::Tensor();
   auto run = [index_copy = write.index_copy, dim = write.dim](
                  const at::Tensor& region, const at::Tensor& index, const at::Tensor& source) {
     if (index_copy) {
@@ -285,6 +310,9 @@ void runRegionWrite(const RegionWrite& write, const Graph& graph, PlanValues& va
   std::vector<at::Tensor>& slot = values.nodes.at(write.value.position);
   slot.resize(std::max<size_t>(slot.size(), write.value.index + 1));
   slot[write.value.index] = std::move(out);
+  // No later step reads the old value (may_donate): its slot lets go, so that the tensor is held
+  // by its node and the new value's slot alone, as writableInPlace expects of written_data.
+  if (into_data) values.nodes.at(write.base.position).at(write.base.index) = at::Tensor();
 }
 
 /// See Note [Strided views of buffers].
@@ -310,6 +338,16 @@ PlanProfile& lastProfile() {
 }
 
 }  // namespace
+
+bool writeCannotRaise(const RegionWrite& write, const at::Tensor& index) {
+  if (!write.index_copy || index.is_cuda()) return true;
+  if (!index.device().is_cpu() || index.scalar_type() != at::kLong) return false;
+  const int64_t rank = static_cast<int64_t>(write.sizes.size());
+  const int64_t size = rank == 0 ? 1 : write.sizes.at(c10::maybe_wrap_dim(write.dim, rank));
+  const at::Tensor flat = index.contiguous();
+  const int64_t* p = flat.const_data_ptr<int64_t>();
+  return std::all_of(p, p + flat.numel(), [size](int64_t i) { return i >= 0 && i < size; });
+}
 
 PlanProfile lastPlanProfile() {
   std::lock_guard<std::mutex> lock(lastProfileMutex());

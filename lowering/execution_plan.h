@@ -97,6 +97,9 @@ struct RegionWrite {
   NodeRef source;
   uint32_t op = 0;          // the index_copy or copy node
   bool may_donate = false;  // base's memory may be written (see Note [Region writes])
+  /// When base is device data: the other device data sharing its storage, which the run-time
+  /// check requires held by the plan alone (as Donation::sharers).
+  std::vector<uint32_t> sharers;
 };
 
 /// What `write` reads besides its base: index_copy's index and source, or copy's source.

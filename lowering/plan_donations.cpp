@@ -250,7 +250,7 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
   const std::vector<std::vector<uint32_t>> sharers = storageSharers(graph);
   std::set<ValueKey> outputs;
   for (const NodeRef& out : graph.outputs()) outputs.insert(keyOf(out));
-  // See Note [Region writes]: an intermediate base that nothing reads afterwards.
+  // See Note [Region writes]: a base that nothing reads afterwards.
   for (uint32_t s = 0; s < plan.steps.size(); ++s) {
     if (plan.steps[s].kind != StepKind::kRegionWrite) continue;
     RegionWrite& write = plan.region_writes.at(plan.steps[s].region);
@@ -267,9 +267,11 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
           shares_base || view.value.position == write.base.position ||
           (view.source.position == write.base.position && reads_value(view.value.position));
     }
-    write.may_donate = graph.nodes()[write.base.position]->kind() != OpKind::kDeviceData &&
-                       !outputs.count(keyOf(write.base)) && last.at(write.base.position) == s &&
-                       !shares_base;
+    const bool data = graph.nodes()[write.base.position]->kind() == OpKind::kDeviceData;
+    write.may_donate =
+        !outputs.count(keyOf(write.base)) && last.at(write.base.position) == s && !shares_base &&
+        (!data || sharersDoneBefore(sharers.at(write.base.position), s, last, outputs));
+    if (data) write.sharers = sharers.at(write.base.position);
   }
   std::vector<uint32_t> unread = unreadData(graph, last, outputs);
   for (uint32_t s = 0; s < plan.steps.size(); ++s) {

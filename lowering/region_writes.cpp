@@ -9,24 +9,44 @@
 // kRegionWrite step instead: the base's memory (or a copy of it), with index_copy_ into the
 // region the view chain selects, which ATen computes on a meta tensor of the base's layout.
 //
-// The form, from the outermost scatter S inwards: S = select_scatter or slice_scatter (base,
-// src, args), whose src is either another scatter whose self is the view of base that S
-// scatters into (select_copy.int / slice_copy.Tensor with S's arguments after self: same dim,
-// index, start, end, step), and so on, or, innermost, index_copy(self, dim, index, source) or
-// copy(self, src) (a slice assignment, `cache[:, t] = k`) whose self is that chain of views of
-// base: the step runs index_copy_ or copy_ (which broadcasts and converts src as copy does). The
-// inner scatters and the index_copy or copy must have no other reader and be no graph output (their
-// values are never computed), every argument of the chain must be a constant of the graph, and base
-// must have the layout S's meta gives (what it becomes). Views in the chain may be separate nodes
-// of the same op, source and arguments, as functionalization records a view once per use.
+// The form, from the outermost scatter S inwards (or, with no view at all, an index_copy of a
+// whole tensor: `cache.index_copy_(0, pos, row)` on a tensor the program holds or has just
+// created, which can then write the rows alone where an extern call copied the whole tensor
+// first; an index_copy of a view op's value stays an extern call, which reads that slab of its
+// buffer through its strides where a region write would copy it first): S = select_scatter or
+// slice_scatter (base, src, args), whose src is either another scatter whose self is the view of
+// base that S scatters into (select_copy.int / slice_copy.Tensor with S's arguments after self:
+// same dim, index, start, end, step), and so on, or, innermost, index_copy(self, dim, index,
+// source) or copy(self, src) (a slice assignment, `cache[:, t] = k`) whose self is that chain of
+// views of base: the step runs index_copy_ or copy_ (which broadcasts and converts src as copy
+// does). The inner scatters and the index_copy or copy must have no other reader and be no graph
+// output (their values are never computed), every argument of the chain must be a constant of the
+// graph, and base must have the layout S's meta gives (what it becomes). Views in the chain may be
+// separate nodes of the same op, source and arguments, as functionalization records a view once per
+// use.
 //
 // The step writes in place (RegionWrite::may_donate, decided by planDonations) only when base is
-// an intermediate value (never device data: a graph that fails after writing into a user's
-// tensor could not be run again; Note [Donated buffers]), is no graph output, and no step after
-// this one reads it or a view of it; at run time, only when nothing but the plan holds base's
-// tensor and storage. Otherwise it copies base first, which costs what the scatter kernel did.
-// index_copy_ raises eager's errors (an index out of range) when the step runs. For a copy, the
-// copy of base costs what the scatter kernel did; written in place, only the region is.
+// no graph output and no step after this one reads it or a view of it (device data sharing its
+// storage with other device data, as functionalization's base does, only when those are done
+// before it, as for a kernel's donation); at run time, only when nothing but the plan holds
+// base's tensor and storage. Otherwise it copies base first, which costs what the scatter kernel
+// did. index_copy_ raises eager's errors (an index out of range) when the step runs. For a copy,
+// the copy of base costs what the scatter kernel did; written in place, only the region is.
+//
+// Base is most often device data: the cache the program holds, synced at every token. Copying
+// it made each token cost the whole cache (a 64 MB cache: 16 ms a token against eager's 5 us),
+// so device data is written in place too, at run time only when also (kernels/plan_runner.cpp,
+// writesInPlace)
+//   - nothing outside the graph and its sync targets reaches its node (DonationState::free_data),
+//     so that no other lazy tensor still reads the old cache;
+//   - the write cannot fail halfway: a copy_, or on the CPU an index_copy_ whose indices were
+//     checked in range first (ATen checks them one by one as it writes). An index out of range
+//     then takes the copying path and raises eager's error with the cache untouched. On a GPU
+//     an index out of range is a device-side assert, which nothing survives;
+//   - no CUDA graph is being captured: a replay would write the memory again without this check.
+// A later step of the same plan that fails (an extern call raising on its data) then finds
+// device data already written, and every target of the graph is broken (Note [Failed syncs]), as
+// for a kernel that took device data; the counter BuffersDonated counts these writes too.
 
 #include "lowering/detail/region_writes.h"
 
@@ -68,6 +88,18 @@ std::optional<std::vector<c10::IValue>> constantArgs(const Node& node, size_t fi
   return args;
 }
 
+/// Whether `node` is a view op as functionalization records it (select_copy.int, t_copy, ...):
+/// an index_copy of such a value reads a slab of another buffer, which the extern call reads
+/// through its strides (Note [Strided views of buffers]) and a region write would copy first.
+bool isViewCopy(const Node& node) {
+  if (node.kind() != OpKind::kAten) return false;
+  const std::string& name = node.aten().name;
+  const std::string op = name.substr(0, name.find('.'));
+  const std::string suffix = "_copy";
+  return op != "aten::index_copy" && op.size() > suffix.size() &&
+         op.compare(op.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 bool sameRef(const NodeRef& a, const NodeRef& b) {
   return a.position == b.position && a.index == b.index;
 }
@@ -85,14 +117,20 @@ class Finder {
   /// it takes the place of.
   std::optional<RegionWrite> find(uint32_t position, std::vector<uint32_t>& absorbed) const {
     const Node& outer = *graph_.nodes()[position];
-    if (viewKind(outer, /*copy=*/false) == ViewKind::kNone) return std::nullopt;
+    const bool index_copy = outer.kind() == OpKind::kAten &&
+                            outer.aten().name == "aten::index_copy" &&
+                            !graph_.inputsOf(position).empty();
+    if (!index_copy && viewKind(outer, /*copy=*/false) == ViewKind::kNone) return std::nullopt;
     const NodeRef base = graph_.inputsOf(position)[0];
+    if (index_copy && isViewCopy(*graph_.nodes()[base.position])) return std::nullopt;
     const TensorMeta& base_meta = graph_.nodes()[base.position]->outputMeta(base.index);
     const TensorMeta& meta = outer.outputMeta(0);
     if (base_meta.dtype != meta.dtype || base_meta.sizes != meta.sizes ||
         base_meta.strides != meta.strides) {
       return std::nullopt;
     }
+    // `cache.index_copy_(dim, pos, row)` on the whole tensor: its region is all of base.
+    if (index_copy) return writeInto(position, base, position, {});
     std::vector<ViewStep> steps;
     uint32_t scatter = position;
     while (true) {

@@ -66,6 +66,8 @@ struct CapturedRun {
   std::vector<detail::OutputSource> outputs;
   std::vector<std::pair<uint32_t, std::vector<c10::IValue>>> extern_params;
   std::vector<std::pair<const FusedKernel*, const Donation*>> data_donations;
+  /// Region writes that write into device data in place on every replay (Note [Region writes]).
+  std::vector<const RegionWrite*> data_regions;
   int64_t donated = 0, donated_data = 0;
   bool verify_next = true;     // the first replay after the capture is checked
   bool verify_changed = true;  // so is the first that gives launches new scalars

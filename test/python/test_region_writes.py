@@ -251,3 +251,73 @@ def test_small_graphs_left_unfused_still_write_regions(monkeypatch):
     assert plan.count("region write") == 2 and "scatter" not in plan, plan
     for got, want in zip(out, reference(fn, cache, index, src)):
         torch.testing.assert_close(got.cpu(), want)
+
+
+# A cache the program holds is device data at each step's start: the rows are written into its
+# memory, not into a copy of the whole cache (Note [Region writes]).
+CACHE_WRITES = {
+    "whole tensor": lambda c, i, s: c.index_copy_(3, i, s.expand(2, 2, 3, -1, 5)),
+    "slab": lambda c, i, s: c[1, 0].index_copy_(1, i, s),
+    "slice assignment": lambda c, i, s: c[0, :, :, 4:5].copy_(s[:, :1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CACHE_WRITES))
+def test_a_held_cache_is_written_in_place(name, counters, monkeypatch):
+    # A CUDA graph capture (emulated here) copies the cache: its replays could not check it.
+    monkeypatch.setenv("LAZYFUSE_CUDA_GRAPHS", "0")
+    cache, index, src = cache_inputs(rows=2)
+    expected = cache.clone()
+    lazy = to_lazy([cache, index, src])
+    lazyfuse.mark_step()
+    for step in range(3):
+        CACHE_WRITES[name](lazy[0], lazy[1] + 0 if step else lazy[1], lazy[2] * (step + 1))
+        CACHE_WRITES[name](expected, index, src * (step + 1))
+        plan = plan_of(lazy[0])
+        assert "region write %" in plan and "may write in place" in plan, plan
+        before = counters()["BuffersDonated"]
+        lazyfuse.mark_step()
+        assert counters()["BuffersDonated"] - before >= 1
+        torch.testing.assert_close(lazy[0].cpu(), expected)
+
+
+def test_a_cache_still_read_elsewhere_is_copied():
+    # `before` still reads the old cache's buffer when only the cache is synced: the write must
+    # not change what `before` computes.
+    cache, index, src = cache_inputs(rows=2)
+    lazy = to_lazy([cache, index, src])
+    lazyfuse.mark_step()
+    before = lazy[0] * 2
+    lazy[0][0, 1].index_copy_(1, lazy[1], lazy[2])
+    lazyfuse.sync(lazy[0])
+    expected = cache.clone()
+    expected[0, 1].index_copy_(1, index, src)
+    torch.testing.assert_close(lazy[0].cpu(), expected)
+    torch.testing.assert_close(before.cpu(), cache * 2)
+
+
+@pytest.mark.parametrize("bad", [[9], [1, -1]])
+def test_index_out_of_range_into_a_held_cache_raises_like_eager(bad):
+    cache, _, src = cache_inputs(rows=len(bad))
+    index = torch.tensor(bad)
+    with pytest.raises(IndexError) as eager:
+        cache.clone()[0, 0].index_copy_(1, index, src)
+    lazy = to_lazy([cache, index, src])
+    other = lazy[2] * 3
+    lazyfuse.mark_step()
+    lazy[0][0, 0].index_copy_(1, lazy[1], lazy[2])
+    with pytest.raises(type(eager.value), match="out of bounds"):
+        lazyfuse.mark_step()
+    # The failed write touched nothing: values synced before it keep theirs.
+    torch.testing.assert_close(other.cpu(), src * 3)
+
+
+def test_a_new_cache_is_written_in_place_from_its_first_step():
+    # The cache is still pending (zeros) when the first rows are written into it.
+    rows = torch.randn(2, 3, 2, 5)
+    index = torch.tensor([4, 0])
+    cache = torch.zeros(2, 3, 8, 5, device="lazy")
+    cache.index_copy_(2, index.to("lazy"), rows.to("lazy"))
+    plan = plan_of(cache)
+    assert "may write in place" in plan and "aten::index_copy" not in plan, plan
+    torch.testing.assert_close(cache.cpu(), torch.zeros(2, 3, 8, 5).index_copy_(2, index, rows))
