@@ -273,11 +273,11 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
       if (!mayDonate(*fused, *d, graph, values, device)) return attempt;
     }
     for (const RegionWrite* write : run.data_regions) {
-      // The index must be device data to be checked before the replay writes with it.
+      // Off a GPU the index must be device data, to be checked before the replay writes with it.
       const Node& index = *nodes[write->index.position];
       const TensorMeta& meta = nodes[write->value.position]->outputMeta(write->value.index);
       if (!dataWritableInPlace(write->base.position, meta, write->sharers, graph, values) ||
-          (write->index_copy &&
+          (write->index_copy && !device.is_cuda() &&
            (index.kind() != OpKind::kDeviceData || !writeCannotRaise(*write, index.data())))) {
         return attempt;
       }
@@ -306,8 +306,13 @@ PlanReplay::Attempt PlanReplay::replay(const CompiledPlan& plan, const Graph& gr
     run.graph->replay();
   } catch (const c10::Error& e) {
     // A graph launch that fails runs nothing; a replay of recorded steps may have run some of
-    // them (and written into donated inputs), so its error is the sync's.
-    if (run.graph->ranWhileCapturing()) throw;
+    // them (and written into donated inputs), so its error is the sync's, and the targets it
+    // may have overwritten are broken rather than computed again (Note [Failed syncs]).
+    if (run.graph->ranWhileCapturing()) {
+      donation.donated += run.donated;
+      donation.donated_data += run.donated_data;
+      throw;
+    }
     disable(e.what_without_backtrace());
     if (verify) attempt.outputs = std::move(reference);
     return attempt;

@@ -83,9 +83,7 @@ bool donationEnabled() { return config::donation(); }
 bool writableInPlace(const at::Tensor& tensor, const TensorMeta& meta,
                      const DonationState& donation) {
   // A value that an earlier step wrote into device data's memory is held by that node too.
-  const bool data = std::find(donation.written_data.begin(), donation.written_data.end(),
-                              tensor.unsafeGetTensorImpl()) != donation.written_data.end();
-  return donationEnabled() && heldByPlanOnly(tensor, data) &&
+  return donationEnabled() && heldByPlanOnly(tensor, donation.wroteInto(tensor)) &&
          hasLayout(tensor, meta, tensor.device()) && tensor.storage().use_count() == 1;
 }
 

@@ -8,6 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace lazyfuse {
@@ -28,6 +29,12 @@ struct DonationState {
   std::vector<const RegionWrite*> regions_taken;
   /// The tensors of device data that a region write wrote into in place (Note [Region writes]).
   std::vector<const c10::TensorImpl*> written_data;
+
+  /// Whether `tensor` is one of written_data: its memory is a program's tensor's.
+  bool wroteInto(const at::Tensor& tensor) const {
+    return std::find(written_data.begin(), written_data.end(), tensor.unsafeGetTensorImpl()) !=
+           written_data.end();
+  }
 };
 
 /// Graph values by node position and output index, and the plan's temporaries.

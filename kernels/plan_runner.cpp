@@ -248,7 +248,9 @@ bool writesInPlace(const RegionWrite& write, const at::Tensor& base, const at::T
                    const TensorMeta& meta, const Graph& graph, const PlanValues& values) {
   if (!write.may_donate || values.donation == nullptr) return false;
   if (graph.nodes()[write.base.position]->kind() != OpKind::kDeviceData) {
-    return writableInPlace(base, meta, *values.donation);
+    // A value an earlier write put into device data's memory is that memory too.
+    return writableInPlace(base, meta, *values.donation) &&
+           (!values.donation->wroteInto(base) || writeCannotRaise(write, index));
   }
   return (currentCapture() == nullptr || values.donation->record_taken) && write.base.index == 0 &&
          dataWritableInPlace(write.base.position, meta, write.sharers, graph, values) &&

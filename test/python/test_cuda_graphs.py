@@ -302,3 +302,33 @@ def test_decoding_with_a_cache_written_in_place_is_replayed():
     assert counter("CudaGraphReplays") >= 2
     assert counter("BuffersDonated") >= 2 * counter("CudaGraphReplays")
     assert counter("CudaGraphMismatches") == 0
+
+
+def test_a_replay_that_fails_after_writing_into_the_cache_never_gives_wrong_values():
+    # The replayed plan writes a row into the held cache, then index_select raises on the last
+    # step: what the step read before the write must not be computed again from the new cache.
+    table, row = torch.randn(5, 3), torch.randn(1, 4)
+    cache = torch.zeros(6, 4, device="lazy")
+    lazy_table, lazy_row = table.to("lazy"), row.to("lazy")
+    eager_cache = torch.zeros(6, 4)
+    lazyfuse.mark_step()
+    for t in range(6):
+        index = torch.tensor([t if t < 5 else 7])
+        total = cache.sum()
+        want = eager_cache.sum()
+        cache.index_copy_(0, torch.tensor([t], device="lazy"), lazy_row * t)
+        picked = lazy_table.index_select(0, index.to("lazy"))
+        if t < 5:
+            eager_cache.index_copy_(0, torch.tensor([t]), row * t)
+            lazyfuse.mark_step()
+            torch.testing.assert_close(picked.cpu(), table.index_select(0, index))
+            continue
+        with pytest.raises(IndexError):
+            table.index_select(0, index)
+        with pytest.raises(IndexError):
+            lazyfuse.mark_step()
+        try:
+            got = total.cpu()
+        except RuntimeError:
+            return
+        torch.testing.assert_close(got, want)

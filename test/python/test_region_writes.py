@@ -321,3 +321,25 @@ def test_a_new_cache_is_written_in_place_from_its_first_step():
     plan = plan_of(cache)
     assert "may write in place" in plan and "aten::index_copy" not in plan, plan
     torch.testing.assert_close(cache.cpu(), torch.zeros(2, 3, 8, 5).index_copy_(2, index, rows))
+
+
+def test_an_index_out_of_range_after_a_write_into_a_held_cache_never_gives_wrong_values():
+    # The first write goes into the cache's memory; the second, out of range, raises eager's
+    # error. The cache then holds what eager's does, or raises: never other values.
+    cache, index, src = cache_inputs(rows=1)
+    bad = torch.tensor([9])
+    expected = cache.clone()
+    expected[0, 0].index_copy_(1, index, src)
+    with pytest.raises(IndexError) as eager:
+        expected[1, 0].index_copy_(1, bad, src)
+    lazy = to_lazy([cache, index, src, bad])
+    lazyfuse.mark_step()
+    lazy[0][0, 0].index_copy_(1, lazy[1], lazy[2])
+    lazy[0][1, 0].index_copy_(1, lazy[3], lazy[2])
+    with pytest.raises(type(eager.value), match="out of bounds"):
+        lazyfuse.mark_step()
+    try:
+        got = lazy[0].cpu()
+    except RuntimeError:
+        return
+    torch.testing.assert_close(got, expected)
