@@ -20,15 +20,15 @@
 
 namespace lazyfuse {
 
-/// Runs `plan` over the device-data buffers and parameters of `graph` (which must hash as the
-/// plan's graph did), with `kernels[i]` the compiled plan.kernels[i], and returns the graph
-/// outputs, each laid out as its recorded metadata says.
 /// Whether region write `write` cannot raise once it has begun writing, with `index` its
 /// index_copy_'s index: a copy_, or an index_copy_ whose every index lies within the region's
 /// dimension (ATen checks them one by one as it writes). On a GPU an index out of range is a
 /// device-side assert, which no rerun survives: nothing to check (Note [Region writes]).
 bool writeCannotRaise(const RegionWrite& write, const at::Tensor& index);
 
+/// Runs `plan` over the device-data buffers and parameters of `graph` (which must hash as the
+/// plan's graph did), with `kernels[i]` the compiled plan.kernels[i], and returns the graph
+/// outputs, each laid out as its recorded metadata says.
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const std::vector<CpuKernelFn>& kernels = {});
 

@@ -43,7 +43,8 @@
 //     checked in range first (ATen checks them one by one as it writes). An index out of range
 //     then takes the copying path and raises eager's error with the cache untouched. On a GPU
 //     an index out of range is a device-side assert, which nothing survives;
-//   - no CUDA graph is being captured: a replay would write the memory again without this check.
+//   - under a CUDA graph capture, the capture records the write (DonationState::regions_taken)
+//     and each replay checks these conditions again before it writes (backend/plan_replay.cpp).
 // A later step of the same plan that fails (an extern call raising on its data) then finds
 // device data already written, and every target of the graph is broken (Note [Failed syncs]), as
 // for a kernel that took device data; the counter BuffersDonated counts these writes too.
