@@ -140,7 +140,16 @@ LoopId reduceMaybeSplit(LoweringCall& call, LoopId input, const std::vector<int6
   const bool arg = kind == ReduceKind::kArgMax || kind == ReduceKind::kArgMin;
   if (auto grouped = arg ? std::nullopt : columnSplitSource(call, input, sizes, dims)) {
     LoopId partials = call.reduce(*grouped, {1}, false, kind, acc, acc, pre, nullptr);
-    return call.reduce(partials, {0}, keepdim, kind, acc, dtype, nullptr, post);
+    const size_t lead = dims.size();
+    LoopId folded =
+        call.reduce(partials, {0}, keepdim && lead == 1, kind, acc, dtype, nullptr, post);
+    if (!keepdim || lead == 1) return folded;
+    // The fold keeps one dimension for the `lead` reduced ones: keepdim keeps each of them.
+    std::vector<int64_t> kept(lead, 1);
+    kept.insert(kept.end(), sizes.begin() + static_cast<std::ptrdiff_t>(lead), sizes.end());
+    return call.view(folded, kept, [lead](const std::vector<IxPtr>& index) {
+      return std::vector<IxPtr>(index.begin() + static_cast<std::ptrdiff_t>(lead), index.end());
+    });
   }
   std::optional<std::pair<LoopId, size_t>> split;
   if (!arg && dims.size() == sizes.size() && reducedCount(sizes, dims) >= kSplitMinElements) {

@@ -225,11 +225,13 @@ def test_split_full_reductions_keep_nan_and_inf():
     ((4096, 64), lambda t: t.sum(0), True),
     ((512, 300), lambda t: (t.mean(0, keepdim=True), t.amax(0), t.amin(0)), True),
     ((8, 64, 200), lambda t: t.sum((0, 1)), True),
+    # A transformer's in-projection bias gradient: keepdim keeps both reduced dimensions.
+    ((64, 4, 3, 128), lambda t: (t.sum((0, 1), keepdim=True), t.mean((1, 0), keepdim=True)), True),
     ((320, 7, 50), lambda t: (t * 2).sum(0, keepdim=True), True),
     ((257, 300), lambda t: t.sum(0), False),  # no group size divides 257 rows
     ((100, 1000), lambda t: t.sum(0), False),  # too few rows
     ((512, 300), lambda t: t.sum(1), False),  # a row reduction
-], ids=["tall", "mean_keepdim_max_min", "two_leading_dims", "keepdim", "prime_rows", "short",
+], ids=["tall", "mean_keepdim_max_min", "two_leading_dims", "two_leading_dims_keepdim", "keepdim", "prime_rows", "short",
         "rows"])
 def test_split_column_reductions(shape, fn, split):
     # Note [Split column reductions]: partials over groups of rows, then their fold.
