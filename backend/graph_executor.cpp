@@ -6,6 +6,7 @@
 #include "backend/logging.h"
 #include "backend/plan_compiler.h"
 #include "backend/plan_replay.h"
+#include "backend/step_boundaries.h"
 #include "kernels/interrupts.h"
 #include "kernels/plan_runner.h"
 #include "lazy_ir/check.h"
@@ -169,6 +170,7 @@ void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
     if (d->isPending() && !d->takeComputed()) targets.push_back(d.get());
   }
   if (targets.empty()) return;
+  noteSync();  // Note [Automatic step boundaries]
   InterruptibleSync interruptible;
   DonationState donation;
   try {
@@ -194,6 +196,7 @@ void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
 }
 
 void syncLiveTensors() {
+  noteSync();  // even with nothing pending: a step of the program's own
   auto live = livePendingData();
   syncData(live);
 }

@@ -67,6 +67,10 @@ const std::vector<Setting>& settings() {
        "replay recurring plans on a GPU as CUDA graphs"},
       {"LAZYFUSE_BUFFER_POOL_MB", "a whole number of MiB, 0 turns the pool off", "1024",
        ReadAt::kOnce, "the most memory the CPU buffer pool keeps for reuse"},
+      {"LAZYFUSE_TRACE_LIMIT", "a whole number of ops, 0 turns cuts off", "10000", ReadAt::kEachRun,
+       "ops recorded since the last sync at which the trace is cut (every live tensor "
+       "synced), and at a repeated step before it (Note [Automatic step boundaries]); read at each "
+       "sync"},
       {"LAZYFUSE_CACHE_DIR", "a folder (created 0700)",
        "$XDG_CACHE_HOME/lazyfuse, else $HOME/.cache/lazyfuse", ReadAt::kEachUse,
        "the disk cache of compiled kernels"},
@@ -198,6 +202,16 @@ size_t bufferPoolLimitBytes() {
            "LAZYFUSE_BUFFER_POOL_MB must be a whole number of MiB (0 turns the pool off), not '",
            text, "'");
   return static_cast<size_t>(mb) << 20;
+}
+
+int64_t traceLimit() {
+  const std::string text = env("LAZYFUSE_TRACE_LIMIT");
+  if (text.empty()) return 10000;
+  char* end = nullptr;
+  const long long ops = std::strtoll(text.c_str(), &end, 10);
+  LF_CHECK(end != nullptr && *end == '\0' && ops >= 0,
+           "LAZYFUSE_TRACE_LIMIT must be a whole number of ops (0: no bound), not '", text, "'");
+  return ops;
 }
 
 std::string cacheDirectory() {

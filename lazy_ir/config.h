@@ -91,6 +91,10 @@ bool cudaGraphs();
 /// LAZYFUSE_BUFFER_POOL_MB: the CPU buffer pool's limit in bytes (default 1 GiB; 0 turns it
 /// off); a value that is not a whole number raises. Once.
 size_t bufferPoolLimitBytes();
+/// LAZYFUSE_TRACE_LIMIT: ops recorded since the last sync at which the trace is cut (default
+/// 10,000; 0: no automatic cuts at all); a value that is not a whole number raises. Read at each
+/// sync. See Note [Automatic step boundaries] in backend/step_boundaries.h.
+int64_t traceLimit();
 /// LAZYFUSE_CACHE_DIR, else $XDG_CACHE_HOME/lazyfuse, else <home>/.cache/lazyfuse with home from
 /// HOME, the password entry, or /tmp. Each use.
 std::string cacheDirectory();

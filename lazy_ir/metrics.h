@@ -101,6 +101,8 @@ extern Counter& cuda_graph_replays;     // CudaGraphReplays: plan runs replayed 
 extern Counter& cuda_graph_mismatches;  // CudaGraphMismatches: checked replays that differed
 extern Counter& cuda_graph_capture_failures;  // CudaGraphCaptureFailures
 extern Counter& kernel_batch_launches;  // KernelBatchLaunches: kernel batches run by a batch kernel
+extern Counter& step_cuts;              // StepCuts: traces cut at a repeated step
+extern Counter& trace_limit_cuts;       // TraceLimitCuts: traces cut at LAZYFUSE_TRACE_LIMIT ops
 extern Counter& buffers_donated;  // BuffersDonated: kernel outputs written into inputs' memory
 extern Timer& compile_time;       // CompileTime
 extern Timer& execute_time;       // ExecuteTime

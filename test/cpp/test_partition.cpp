@@ -2,6 +2,7 @@
 // graphs recorded through the dispatcher (partition_graphs.h); what the compiled plans compute and
 // golden dumps of them are in test_compiled_plans.cpp. See Note [Fusion partitioning] in
 // lowering/partition.cpp.
+#include "backend/graph_executor.h"
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_row_groups.h"
 #include "lazy_ir/check.h"
@@ -306,9 +307,14 @@ TEST(PartitionTest, LayerNormNeedsNoFullSizeTemporary) {
 /// Records a chain of `length` pointwise ops and lowers it with fusion on, which must take well
 /// under a second (Note [Fusion partitioning]: near-linear) and give one kernel.
 void expectLongChainPartitionsFast(int length) {
+  // One trace: no automatic cut at the chain's repeated ops (Note [Automatic step boundaries]);
+  // the limit is read at each sync.
+  setenv("LAZYFUSE_TRACE_LIMIT", "0", /*overwrite=*/1);
+  syncLiveTensors();
   at::Tensor y = at::randn({4, 4}).to(c10::DeviceType::Lazy);
   for (int i = 0; i < length; ++i) y = i % 2 ? y.neg() : y * 0.999;
   Graph graph = graphOf({y});
+  unsetenv("LAZYFUSE_TRACE_LIMIT");  // read again at the next sync
   ASSERT_EQ(graph.nodes().size(), static_cast<size_t>(length) + 1);
   const auto start = std::chrono::steady_clock::now();
   ExecutionPlan plan = lowerGraph(graph, /*fuse=*/true);

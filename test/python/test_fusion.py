@@ -512,14 +512,17 @@ def test_mean_of_a_square_reads_its_rows_and_matches_eager():
     torch.testing.assert_close(to_cpu(fn(to_lazy(a), to_lazy(b))), reference(fn, a, b))
 
 
-def test_a_long_chain_compiles_as_bounded_kernels_and_matches_eager():
+def test_a_long_chain_compiles_as_bounded_kernels_and_matches_eager(monkeypatch):
     # Note [Bounded kernels]: 1,200 ops are cut into kernels of at most 512 nodes, whose C++
     # compiles in about linear time, instead of one function that takes minutes to compile.
+    # One trace of them all: no automatic cut at the repeated step (Note [Automatic step
+    # boundaries]).
     def chain(x, w):
         for _ in range(600):
             x = x * 0.999 + w
         return x
 
+    monkeypatch.setenv("LAZYFUSE_TRACE_LIMIT", "0")
     x, w = torch.rand(257), torch.rand(257)
     lx, lw = to_lazy(x), to_lazy(w)
     lazyfuse.mark_step()

@@ -1,0 +1,165 @@
+"""A loop that never syncs is cut into steps by lazyfuse itself (Note [Automatic step
+boundaries] in backend/step_boundaries.h): at a repeated step, where its graphs come back from
+the graph cache, or at LAZYFUSE_TRACE_LIMIT ops where no step repeats. The numbers are eager's
+either way."""
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lazyfuse
+from helpers import LAZY, REFERENCE
+
+
+def make_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+def train(device, steps, read_loss=False, make_optimizer=None):
+    """`steps` SGD-momentum steps on `device` with no mark_step; the model and the losses read."""
+    model = make_model().to(device)
+    opt = (make_optimizer or (lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9)))(
+        model.parameters())
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(16, 12, generator=g).to(device), torch.randn(16, 4, generator=g).to(device)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        if read_loss:
+            losses.append(loss.item())
+    return model, losses
+
+
+@pytest.fixture
+def trace_limit():
+    """Sets LAZYFUSE_TRACE_LIMIT for one test (read again at the next sync)."""
+    before = os.environ.get("LAZYFUSE_TRACE_LIMIT")
+
+    def set_limit(value):
+        os.environ["LAZYFUSE_TRACE_LIMIT"] = str(value)
+        lazyfuse.mark_step()
+
+    yield set_limit
+    if before is None:
+        os.environ.pop("LAZYFUSE_TRACE_LIMIT", None)
+    else:
+        os.environ["LAZYFUSE_TRACE_LIMIT"] = before
+    lazyfuse.mark_step()
+
+
+def assert_same_parameters(lazy, eager):
+    for p_lazy, p_eager in zip(lazy.parameters(), eager.parameters()):
+        torch.testing.assert_close(p_lazy.cpu(), p_eager.cpu(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd_momentum", "adam"])
+def test_a_loop_that_never_syncs_is_cut_at_its_steps(optimizer, counters):
+    make_optimizer = {
+        "sgd_momentum": None,
+        "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2),
+    }[optimizer]
+    eager, _ = train(REFERENCE, 60, make_optimizer=make_optimizer)
+    lazy, _ = train(LAZY, 60, make_optimizer=make_optimizer)
+    seen = counters()
+    # Found a step and cut there, with nothing synced by the loop; none at the bound.
+    assert seen["StepCuts"] >= 3, seen
+    assert seen.get("TraceLimitCuts", 0) == 0, seen
+    # The cuts fall at the same op of a step each time: the graphs after the first few are the
+    # graph cache's (without cuts this loop is one graph of every step).
+    assert seen["CachedCompile"] >= seen["StepCuts"] - 3, seen
+    assert seen["UncachedCompile"] <= 4, seen
+    assert_same_parameters(lazy, eager)
+
+
+def test_cuts_keep_the_trace_short(counters):
+    """Each graph that runs holds a bounded number of steps, however long the loop."""
+    model, _ = train(LAZY, 100)
+    lazyfuse.mark_step()
+    seen = counters()
+    assert seen["GraphsExecuted"] >= 10, seen
+    per_graph = seen["GraphNodes"] / seen["GraphsExecuted"]
+    assert per_graph < 1000, seen
+
+
+def test_a_loop_that_reads_its_loss_is_not_cut(counters):
+    eager, eager_losses = train(REFERENCE, 30, read_loss=True)
+    lazy, lazy_losses = train(LAZY, 30, read_loss=True)
+    seen = counters()
+    assert seen.get("StepCuts", 0) == 0 and seen.get("TraceLimitCuts", 0) == 0, seen
+    assert lazy_losses == pytest.approx(eager_losses, rel=1e-5, abs=1e-6)
+    assert_same_parameters(lazy, eager)
+
+
+def test_mark_step_loops_are_not_cut(counters):
+    model = make_model().to(LAZY)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    x, y = torch.randn(16, 12).to(LAZY), torch.randn(16, 4).to(LAZY)
+    for _ in range(40):
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+        lazyfuse.mark_step()
+    seen = counters()
+    assert seen.get("StepCuts", 0) == 0 and seen.get("TraceLimitCuts", 0) == 0, seen
+    assert seen["GraphsExecuted"] == 40, seen
+
+
+def changing_steps(device, steps):
+    """A loop whose steps never repeat: each reads a slice of another length."""
+    x = torch.linspace(0, 1, 64).to(device)
+    table = torch.linspace(-1, 1, 200).to(device)
+    for i in range(steps):
+        x = x * 0.9 + table[: i + 1].sum() / 100
+    return x
+
+
+def test_the_trace_limit_bounds_a_loop_whose_steps_do_not_repeat(trace_limit, counters):
+    trace_limit(40)
+    lazy = changing_steps(LAZY, 150)
+    seen = counters()
+    assert seen.get("StepCuts", 0) == 0, seen
+    # A cut as the 41st op since the last one starts recording.
+    assert seen["TraceLimitCuts"] == (seen["OpsRecorded"] - 1) // 40 >= 10, seen
+    torch.testing.assert_close(lazy.cpu(), changing_steps(REFERENCE, 150))
+
+
+def test_a_zero_limit_turns_cuts_off(trace_limit, counters):
+    trace_limit(0)
+    lazy = changing_steps(LAZY, 150)
+    torch.testing.assert_close(lazy.cpu(), changing_steps(REFERENCE, 150))
+    eager, _ = train(REFERENCE, 30)
+    model, _ = train(LAZY, 30)
+    assert_same_parameters(model, eager)
+    seen = counters()
+    assert seen["TraceLimitCuts"] == 0 and seen["StepCuts"] == 0, seen
+    # One graph for the chain, at most one per parameter read for the loop.
+    assert seen["GraphsExecuted"] <= 2 + len(list(model.parameters())), seen
+
+
+def test_a_short_step_still_fuses_many_steps(counters):
+    """A period of two ops is cut every 256 ops, not every step."""
+    x = torch.linspace(0, 1, 1000)
+    lazy = x.to(LAZY)
+    for _ in range(1000):
+        x = x * 0.999 + 0.001
+        lazy = lazy * 0.999 + 0.001
+    torch.testing.assert_close(lazy.cpu(), x)
+    seen = counters()
+    # The first cut comes one period after the step is found (at 64 ops), then one every 256.
+    assert 1 <= seen["StepCuts"] <= 2000 // 256 + 1, seen
+
+
+def test_a_limit_that_is_not_a_number_raises(trace_limit):
+    trace_limit(100)
+    os.environ["LAZYFUSE_TRACE_LIMIT"] = "lots"
+    pending = torch.ones(3).to(LAZY) + 1
+    with pytest.raises(RuntimeError, match="LAZYFUSE_TRACE_LIMIT must be a whole number"):
+        lazyfuse.mark_step()
+    os.environ["LAZYFUSE_TRACE_LIMIT"] = "100"
+    torch.testing.assert_close(pending.cpu(), torch.full((3,), 2.0))
