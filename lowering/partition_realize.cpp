@@ -6,7 +6,9 @@
 #include "lowering/lowerings.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <unordered_set>
+#include <utility>
 
 namespace lazyfuse::detail {
 
@@ -52,6 +54,7 @@ void Partitioner::markRealized() {
     }
   }
   p_.live = std::move(live);
+  realizeAcrossExterns(users);
   viewRealizedRoots();
   capInlineDepth();
 }
@@ -166,6 +169,55 @@ bool Partitioner::sharedAcrossKernels(LoopId id,
     if (user.kind != LoopNode::kCompute || user.sizes != p_.loops[id].sizes) return true;
   }
   return false;
+}
+
+// Note [Values read on both sides of an extern call]
+// sharedAcrossKernels leaves a value unwritten when its consumers are pointwise over its own
+// sizes, expecting one kernel to compute them all. Consumers that an extern call separates
+// cannot share one: an SGD momentum buffer feeds its step's parameter update, which the next
+// step's matmul reads, and (through the next step's `buf * momentum`) the next step's buffer,
+// which reads that matmul's gradient. Each kernel then computes the value again from its
+// inputs, and along a chain of such values (a trace of many optimizer steps) every step's
+// kernel recomputed all the steps before it: a 200-step loop built kernels of up to 24 KB of
+// source, 45 s to compile. So each node gets an extern level (extern calls on the longest path
+// from the graph's inputs), and each unwritten value the span of levels at which what reads it
+// runs: a written consumer at its own level, an inlined one with its own span. A value whose
+// span crosses an extern call is written, unless it is a short expression (cheapToRecompute).
+// The nodes are visited consumers first, so a span sees the consumers' decisions.
+void Partitioner::realizeAcrossExterns(const std::vector<std::vector<LoopId>>& users) {
+  const LoopId n = static_cast<LoopId>(p_.loops.nodes.size());
+  std::vector<int32_t> level(static_cast<size_t>(n), 0);
+  for (LoopId id = 0; id < n; ++id) {
+    const LoopNode& node = p_.loops[id];
+    int32_t l = 0;
+    for (LoopId in : node.inputs) l = std::max(l, level[in]);
+    const uint32_t pos = node.source.position;
+    if (node.kind == LoopNode::kBuffer && node.inputs.empty() && pos < p_.is_extern.size() &&
+        p_.is_extern[pos] && !p_.absorbed[pos]) {
+      for (bool any_layout : {false, true}) {
+        for (const NodeRef& ref : externInputs(pos, any_layout)) {
+          const LoopId in = p_.node_loops[ref.position].at(ref.index);
+          if (in < id) l = std::max(l, level[in] + 1);
+        }
+      }
+    }
+    level[id] = l;
+  }
+  std::vector<std::pair<int32_t, int32_t>> span(static_cast<size_t>(n), {INT32_MAX, -1});
+  for (LoopId id = n - 1; id >= 0; --id) {
+    if (!p_.live[id]) continue;
+    auto& [lo, hi] = span[id];
+    for (LoopId c : users[id]) {
+      const bool inlined = p_.loops[c].kind == LoopNode::kCompute && !p_.realized[c];
+      lo = std::min(lo, inlined ? span[c].first : level[c]);
+      hi = std::max(hi, inlined ? span[c].second : level[c]);
+    }
+    const LoopNode& node = p_.loops[id];
+    if (lo < hi && !p_.realized[id] && node.kind == LoopNode::kCompute && !node.is_view &&
+        p_.view_of[id] < 0 && !cheapToRecompute(id)) {
+      p_.realized[id] = true;
+    }
+  }
 }
 
 bool Partitioner::cheapToRecompute(LoopId id) const {

@@ -55,6 +55,9 @@ class Partitioner {
   bool readsOnlyMemory(LoopId id) const;
   /// Whether `id`'s consumers (looking through views) may end up in different kernels.
   bool sharedAcrossKernels(LoopId id, const std::vector<std::vector<LoopId>>& users) const;
+  /// Writes values read on both sides of an extern call that are more than a short expression.
+  /// See Note [Values read on both sides of an extern call].
+  void realizeAcrossExterns(const std::vector<std::vector<LoopId>>& users);
   /// Whether `id` is a short pointwise expression: recomputing it inside a reduction's loop and
   /// again in the kernel of its other consumers costs less than writing it to memory and reading
   /// it back (softmax's exp(x - max), layer norm backward's dy * weight).

@@ -163,3 +163,27 @@ def test_a_limit_that_is_not_a_number_raises(trace_limit):
         lazyfuse.mark_step()
     os.environ["LAZYFUSE_TRACE_LIMIT"] = "100"
     torch.testing.assert_close(pending.cpu(), torch.full((3,), 2.0))
+
+
+def largest_kernel_reads(plan):
+    """The most buffers one fused kernel of a plan dump reads."""
+    reads = [len(line.split(" reads ")[1].split(",")[0].split()) for line in plan.splitlines()
+             if " kernel " in line and " reads " in line]
+    return max(reads)
+
+
+def test_one_trace_of_many_steps_recomputes_no_earlier_step(trace_limit, monkeypatch):
+    """Note [Values read on both sides of an extern call]: with cuts off, a trace of 30
+    SGD-momentum steps writes each step's momentum buffer instead of recomputing every earlier
+    step in each step's update kernel (whose reads then grew with the step)."""
+    monkeypatch.setenv("LAZYFUSE_FUSION", "always")
+    trace_limit(0)
+    plans = {}
+    for steps in (3, 30):
+        model, _ = train(LAZY, steps)
+        plans[steps] = lazyfuse.dump_ir(list(model.parameters()), "plan")
+        lazyfuse.mark_step()
+    assert largest_kernel_reads(plans[30]) <= largest_kernel_reads(plans[3]), plans[30]
+    eager, _ = train(REFERENCE, 30)
+    model, _ = train(LAZY, 30)
+    assert_same_parameters(model, eager)
