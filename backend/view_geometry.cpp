@@ -16,6 +16,7 @@
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/InferSize.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/TensorUtils.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/strides.h>
@@ -281,15 +282,51 @@ ViewGeometries inferViewGeometry(const c10::OperatorHandle& view_op, const torch
   return out;
 }
 
-/// The geometry of each tensor `op` returns when run on Meta over the reported geometry of the
-/// lazy tensors in `args`; empty when Meta cannot tell.
-ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
+// Note [Pointwise results Meta lays out otherwise]
+// Eager's CPU and CUDA kernels of heaviside, logaddexp, logaddexp2 and logical_and/or/xor are
+// TensorIterator binary ops: a result follows its inputs' dimension order (a permuted input
+// gives a permuted result). Their Meta kernels (Python references in torch 2.11) return
+// contiguous results instead, so the geometry Meta gives would differ from eager's. For these
+// ops the result geometry is TensorIterator's over Meta stand-ins of the inputs, for every call
+// (the trace's own strides come from Meta). Found by the differential fuzzer (seed 70000):
+// logical_or of a [1, 1] amin and a permuted [4, 3] comparison.
+bool metaLaysOutOtherwise(const c10::OperatorHandle& op) {
+  static const std::set<std::string> names = {"aten::heaviside",  "aten::logaddexp",
+                                              "aten::logaddexp2", "aten::logical_and",
+                                              "aten::logical_or", "aten::logical_xor"};
+  return op.schema().overload_name().empty() && names.count(op.schema().name()) > 0;
+}
+
+/// Meta stand-ins of the tensors in `args`: lazy tensors with their reported geometry.
+torch::jit::Stack metaStandIns(const torch::jit::Stack& args) {
   auto meta = [](const at::Tensor& t) {
     auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
     return impl == nullptr ? t : metaWithGeometry(*impl);
   };
   torch::jit::Stack meta_stack;
   for (const c10::IValue& v : args) meta_stack.push_back(standInArg(v, c10::kMeta, meta));
+  return meta_stack;
+}
+
+/// The geometry of the result of a binary op of Note [Pointwise results Meta lays out
+/// otherwise], as TensorIterator lays it out.
+ViewGeometries iteratorResultGeometry(const torch::jit::Stack& args) {
+  const torch::jit::Stack stand_ins = metaStandIns(args);  // the iterator borrows them
+  at::Tensor result;
+  at::TensorIteratorConfig config;
+  config.add_output(result).allow_cpu_scalars(true).promote_inputs_to_common_dtype(true);
+  for (const c10::IValue& v : stand_ins) {
+    if (v.isTensor()) config.add_const_input(v.toTensor());
+  }
+  at::TensorIterator iter = config.build();
+  const at::TensorBase& out = iter.output_base();
+  return {{out.sizes().vec(), out.strides().vec(), out.storage_offset()}};
+}
+
+/// The geometry of each tensor `op` returns when run on Meta over the reported geometry of the
+/// lazy tensors in `args`; empty when Meta cannot tell.
+ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
+  torch::jit::Stack meta_stack = metaStandIns(args);
   c10::impl::ExcludeDispatchKeyGuard no_autograd(
       c10::autograd_dispatch_keyset_with_ADInplaceOrView);
   c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
@@ -418,9 +455,18 @@ void reportResultGeometry(const c10::OperatorHandle& op, HashValue key,
       }
     }
   }
-  if (!other && !hasConvolutionLayout(op)) return;  // See Note [Convolution layout]
-  key = hashCombine(key, 0x7e5a17ULL);              // apart from the view geometries' keys
+  const bool iterator = metaLaysOutOtherwise(op);
+  // See Note [Convolution layout] and Note [Pointwise results Meta lays out otherwise].
+  if (!other && !iterator && !hasConvolutionLayout(op)) return;
+  key = hashCombine(key, 0x7e5a17ULL);  // apart from the view geometries' keys
   auto geometries = cachedGeometry(key, [&] {
+    if (iterator) {
+      try {
+        return iteratorResultGeometry(args);
+      } catch (const std::exception&) {
+        // TensorIterator refused what the trace's meta inference accepted: Meta's geometry.
+      }
+    }
     std::optional<ViewGeometries> computed = computeResultGeometry(op);
     if (computed && !config::verifyMeta()) return *std::move(computed);
     ViewGeometries inferred = inferResultGeometry(op, args);

@@ -70,6 +70,15 @@ RESULT_LAYOUTS = {
         lambda y: y.contiguous(memory_format=torch.channels_last).relu().clone()),
     "permuted_channels_last_add": (
         lambda: torch.randn(2, 4, 5, 3), lambda y: y.permute(0, 3, 1, 2) + y.permute(0, 3, 1, 2)),
+    # Note [Pointwise results Meta lays out otherwise]: their Meta kernels give contiguous results.
+    "t_logical_or_keepdim_amin": (
+        lambda: torch.randn(3, 4),
+        lambda y: torch.logical_or(y.amin(1, keepdim=True).amin(0, keepdim=True), y.t() > 0)),
+    "t_logical_and": (base, lambda x: torch.logical_and(x.t(), x[:1, :1])),
+    "t_logical_xor": (base, lambda x: torch.logical_xor(x[:1, :1], x.t())),
+    "t_logaddexp": (base, lambda x: torch.logaddexp(x[:1, :1], x.t())),
+    "t_logaddexp2": (base, lambda x: torch.logaddexp2(x.t(), x.t())),
+    "t_heaviside": (base, lambda x: torch.heaviside(x.t(), x[:1, :1])),
 }
 
 
