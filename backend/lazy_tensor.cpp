@@ -49,19 +49,11 @@ void registerData(const c10::intrusive_ptr<LazyData>& data) {
 
 static std::atomic<int64_t> next_data_id{1};  // LazyData::id()
 
-static std::atomic<int64_t> live_data{0};  // liveDataCount()
-
 LazyData::LazyData() : id_(next_data_id.fetch_add(1, std::memory_order_relaxed)) {
   metrics::tensors_created.add();
-  live_data.fetch_add(1, std::memory_order_relaxed);
 }
 
-LazyData::~LazyData() {
-  metrics::tensors_destroyed.add();
-  live_data.fetch_sub(1, std::memory_order_relaxed);
-}
-
-int64_t liveDataCount() { return live_data.load(std::memory_order_relaxed); }
+LazyData::~LazyData() { metrics::tensors_destroyed.add(); }
 
 c10::intrusive_ptr<LazyData> LazyData::pending(Value value) {
   auto data = c10::make_intrusive<LazyData>();

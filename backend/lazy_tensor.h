@@ -62,8 +62,6 @@ class LazyData final : public c10::intrusive_ptr_target {
   std::string error_;  // why this data has no value; empty unless broken
 };
 
-/// How many LazyData are alive.
-int64_t liveDataCount();
 /// Every live LazyData that is pending, oldest first.
 std::vector<c10::intrusive_ptr<LazyData>> livePendingData();
 

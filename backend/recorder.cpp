@@ -183,7 +183,7 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (traits.aux_outputs == AuxOutputs::kEagerOnCpu && hardwareDevice().is_cpu()) {
     return runEagerly(op, traits, stack);  // See Note [Aux outputs on the CPU]
   }
-  const int64_t live_tensors = beforeRecording();  // Note [Automatic step boundaries]
+  beforeRecording();  // Note [Automatic step boundaries]
   torch::jit::Stack args(std::make_move_iterator(stack->end() - num_args),
                          std::make_move_iterator(stack->end()));
   if (hasBooleanIndex(traits, args)) {
@@ -204,7 +204,7 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (write) checkWrittenCasts(*write, *attrs);
   NodePtr node = Node::aten(attrs, recorder.takeInputs(), recorder.takeParams());
   metrics::ops_recorded.add();
-  afterRecording(key, live_tensors);
+  afterRecording(key);
   torch::jit::drop(*stack, num_args);
   pushResults(*attrs, node, traits, args, /*factory=*/!recorder.anyLazy(), stack);
   const size_t num_returns = attrs->returns.size();

@@ -21,15 +21,16 @@ constexpr int64_t kMinOpsPerCut = 256;             // a cut at a period takes at
 
 struct Tracker {
   std::mutex mutex;
-  std::vector<HashValue> signatures;  // every op since the program's last sync
-  std::vector<int64_t> live;          // live lazy tensors as each of them started
+  std::vector<HashValue> signatures;  // the latest ops since the program's last sync
   size_t next_check = kFirstCheck;
-  int64_t since_cut = 0;  // ops since the last sync
-  int64_t limit = -1;     // LAZYFUSE_TRACE_LIMIT, read at each sync of the program
-  int64_t period = 0;     // ops per step; 0 while none is known
-  int64_t stride = 0;     // ops between two cuts at the period
-  int64_t until_cut = 0;  // ops to record before the next cut at the period
-  bool cutting = false;   // a cut's sync is running
+  int64_t since_sync = 0;  // ops since the program's own last sync
+  int64_t rhythm = 0;      // ops between the program's last two syncs
+  int64_t since_cut = 0;   // ops since the last sync, the program's or a cut's
+  int64_t limit = -1;      // LAZYFUSE_TRACE_LIMIT, read at each sync of the program
+  int64_t period = 0;      // ops per step; 0 while none is known
+  int64_t stride = 0;      // ops between two cuts at the period
+  int64_t until_cut = 0;   // ops to record before the next cut at the period
+  bool cutting = false;    // a cut's sync is running
 
   void forgetPeriod() {
     period = 0;
@@ -54,18 +55,13 @@ size_t findPeriod(const std::vector<HashValue>& s) {
   return 0;
 }
 
-/// Searches the history for a period, and schedules the cuts at it (Tracker locked).
+/// Searches the history for a step, and schedules the cuts at it (Tracker locked).
 void searchPeriod(Tracker& t) {
-  const size_t n = t.signatures.size();
   const size_t p = findPeriod(t.signatures);
   if (p == 0) return;
-  size_t best = n - p;  // the op of the last period at which the fewest tensors were alive
-  for (size_t j = n - p; j < n; ++j) {
-    if (t.live[j] < t.live[best]) best = j;
-  }
   t.period = static_cast<int64_t>(p);
   t.stride = t.period * ((kMinOpsPerCut + t.period - 1) / t.period);
-  t.until_cut = static_cast<int64_t>(best + p - n);  // the same op of the next period
+  t.until_cut = 0;  // from the next op on, the op at which the step was found
 }
 
 /// Syncs every live tensor for `t`'s rules, outside its lock.
@@ -88,25 +84,29 @@ void cut(std::unique_lock<std::mutex>& lock, bool at_period) {
 
 }  // namespace
 
-int64_t beforeRecording() {
+void beforeRecording() {
   Tracker& t = tracker();
   std::unique_lock<std::mutex> lock(t.mutex);
   if (t.limit < 0) t.limit = config::traceLimit();
   if (!t.cutting && t.limit != 0) {
-    if (t.period > 0 && t.until_cut == 0) {
+    if (t.period > 0 && t.until_cut <= 0) {
       t.until_cut = t.stride;
-      cut(lock, /*at_period=*/true);
-    } else if (t.since_cut >= t.limit) {
-      cut(lock, /*at_period=*/false);
+      // A program that syncs on its own marks its own steps: no cut before it has gone twice
+      // as long without a sync as it went last time (and a whole stride).
+      if (t.since_sync >= t.stride && t.since_sync > 2 * t.rhythm) {
+        cut(lock, /*at_period=*/true);  // unlocks
+        return;
+      }
     }
+    if (t.since_cut >= t.limit) cut(lock, /*at_period=*/false);
   }
-  return liveDataCount();
 }
 
-void afterRecording(HashValue signature, int64_t live_tensors) {
+void afterRecording(HashValue signature) {
   Tracker& t = tracker();
   std::lock_guard<std::mutex> lock(t.mutex);
   ++t.since_cut;
+  ++t.since_sync;
   const size_t n = t.signatures.size();
   if (t.period > 0) {
     if (signature == t.signatures[n - static_cast<size_t>(t.period)]) {
@@ -116,14 +116,13 @@ void afterRecording(HashValue signature, int64_t live_tensors) {
     }
   }
   t.signatures.push_back(signature);
-  t.live.push_back(live_tensors);
   if (t.signatures.size() == kMaxHistory) {
     t.signatures.erase(t.signatures.begin(), t.signatures.begin() + kMaxHistory / 2);
-    t.live.erase(t.live.begin(), t.live.begin() + kMaxHistory / 2);
-    t.next_check = kMaxHistory / 2 + kCheckPastCap;
+    t.next_check -= kMaxHistory / 2;
   }
-  if (t.signatures.size() < t.next_check) return;
-  t.next_check = t.next_check < kMaxHistory ? t.next_check * 2 : t.next_check + kCheckPastCap;
+  const size_t size = t.signatures.size();
+  if (size < t.next_check) return;
+  t.next_check = size < kMaxHistory / 2 ? 2 * size : size + kCheckPastCap;
   if (t.period == 0) searchPeriod(t);
 }
 
@@ -131,12 +130,13 @@ void noteSync() {
   Tracker& t = tracker();
   std::lock_guard<std::mutex> lock(t.mutex);
   if (t.cutting) return;
-  t.signatures.clear();
-  t.live.clear();
-  t.next_check = kFirstCheck;
+  if (t.since_sync > 0) t.rhythm = t.since_sync;  // mark_step notes twice
+  t.since_sync = 0;
   t.since_cut = 0;
-  t.limit = config::traceLimit();
+  t.signatures.clear();
+  t.next_check = kFirstCheck;
   t.forgetPeriod();
+  t.limit = config::traceLimit();
 }
 
 }  // namespace lazyfuse
