@@ -7,6 +7,7 @@
 #include "lazy_ir/metrics.h"
 
 #include <ATen/record_function.h>
+#include <c10/util/Exception.h>
 
 #include <mutex>
 #include <vector>
@@ -79,7 +80,15 @@ void cut(std::unique_lock<std::mutex>& lock, bool at_period) {
   } done;
   RECORD_FUNCTION(at_period ? "lazyfuse::step_cut" : "lazyfuse::trace_limit_cut",
                   std::vector<c10::IValue>());
-  syncData(livePendingData());
+  try {
+    syncData(livePendingData());
+  } catch (c10::Error& e) {
+    // It surfaces at whatever op was being recorded: say where it comes from.
+    e.add_context(
+        "raised by a sync lazyfuse started itself, to cut a trace no sync of the program ended "
+        "(Note [Automatic step boundaries]; LAZYFUSE_TRACE_LIMIT=0 turns these cuts off)");
+    throw;
+  }
 }
 
 }  // namespace

@@ -225,3 +225,19 @@ def test_one_trace_of_many_steps_recomputes_no_earlier_step(trace_limit, monkeyp
     eager, _ = train(REFERENCE, 30)
     model, _ = train(LAZY, 30)
     assert_same_parameters(model, eager)
+
+
+def test_an_error_in_a_cut_says_it_comes_from_a_cut(trace_limit):
+    """A cut's graph runs while some op is recorded; its error, eager's type and message, says
+    that the sync was lazyfuse's own, and the program goes on."""
+    trace_limit(20)
+    x = torch.arange(3.0).to(LAZY)
+    bad = x.index_select(0, torch.tensor([5]).to(LAZY))  # out of range: raises when it runs
+    y = x
+    with pytest.raises(IndexError, match="index out of range(.|\n)*LAZYFUSE_TRACE_LIMIT=0"):
+        for _ in range(40):
+            y = y + 1
+    del bad
+    steps = round(y[0].item())  # the loop stopped at the op the failed cut raised at
+    torch.testing.assert_close(y.cpu(), torch.arange(3.0) + steps)
+    assert 10 <= steps < 40
