@@ -31,6 +31,18 @@ bool notSwitchedOff(const char* name) {
   return value != "0" && value != "off";
 }
 
+/// The variable as a whole number >= 0, `fallback` when unset; anything else raises
+/// "<name> must be a whole number <unit>, not '<value>'".
+int64_t wholeNumber(const char* name, int64_t fallback, const char* unit) {
+  const std::string text = env(name);
+  if (text.empty()) return fallback;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  LF_CHECK(end != nullptr && *end == '\0' && value >= 0, name, " must be a whole number ", unit,
+           ", not '", text, "'");
+  return value;
+}
+
 }  // namespace
 
 const std::vector<Setting>& settings() {
@@ -194,25 +206,11 @@ bool donation() {
 bool cudaGraphs() { return notSwitchedOff("LAZYFUSE_CUDA_GRAPHS"); }
 
 size_t bufferPoolLimitBytes() {
-  const std::string text = env("LAZYFUSE_BUFFER_POOL_MB");
-  if (text.empty()) return size_t{1024} << 20;
-  char* end = nullptr;
-  const long long mb = std::strtoll(text.c_str(), &end, 10);
-  LF_CHECK(end != nullptr && *end == '\0' && mb >= 0,
-           "LAZYFUSE_BUFFER_POOL_MB must be a whole number of MiB (0 turns the pool off), not '",
-           text, "'");
+  const int64_t mb = wholeNumber("LAZYFUSE_BUFFER_POOL_MB", 1024, "of MiB (0 turns the pool off)");
   return static_cast<size_t>(mb) << 20;
 }
 
-int64_t traceLimit() {
-  const std::string text = env("LAZYFUSE_TRACE_LIMIT");
-  if (text.empty()) return 10000;
-  char* end = nullptr;
-  const long long ops = std::strtoll(text.c_str(), &end, 10);
-  LF_CHECK(end != nullptr && *end == '\0' && ops >= 0,
-           "LAZYFUSE_TRACE_LIMIT must be a whole number of ops (0: no bound), not '", text, "'");
-  return ops;
-}
+int64_t traceLimit() { return wholeNumber("LAZYFUSE_TRACE_LIMIT", 10000, "of ops (0: no bound)"); }
 
 std::string cacheDirectory() {
   if (std::string dir = env("LAZYFUSE_CACHE_DIR"); !dir.empty()) return dir;
