@@ -4,6 +4,7 @@
 #include "backend/logging.h"
 #include "backend/op_traits.h"
 #include "backend/recorder.h"
+#include "kernels/plan_runner.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/metrics.h"
 
@@ -14,6 +15,8 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string>
+#include <typeinfo>
 #include <unordered_set>
 
 namespace lazyfuse {
@@ -153,6 +156,31 @@ struct ProbedScalars {
   std::unordered_set<HashValue> seen;
 };
 
+/// `e` again, of its type, with the hardware device's name (cuda:0) in its message replaced by the
+/// lazy device's: the stand-ins stood for lazy tensors, and eager's error on them names their
+/// device ("Expected scalars to be on CPU, got lazy:0"). On the CPU, where real CPU tensors sit
+/// beside the stand-ins, `e` as it is.
+[[noreturn]] void rethrowNamingLazy(const c10::Error& e) {
+  const std::string hardware = hardwareDevice().str();
+  std::string message = e.msg();
+  if (hardwareDevice().is_cpu() || message.find(hardware) == std::string::npos) throw;
+  const std::string lazy = lazyDevice().str();
+  for (size_t at = message.find(hardware); at != std::string::npos;
+       at = message.find(hardware, at + lazy.size())) {
+    message.replace(at, hardware.size(), lazy);
+  }
+  const c10::SourceLocation where{__func__, __FILE__, static_cast<uint32_t>(__LINE__)};
+  if (dynamic_cast<const c10::IndexError*>(&e)) throw c10::IndexError(where, message);
+  if (dynamic_cast<const c10::ValueError*>(&e)) throw c10::ValueError(where, message);
+  if (dynamic_cast<const c10::TypeError*>(&e)) throw c10::TypeError(where, message);
+  if (dynamic_cast<const c10::NotImplementedError*>(&e)) {
+    throw c10::NotImplementedError(where, message);
+  }
+  if (dynamic_cast<const c10::LinAlgError*>(&e)) throw c10::LinAlgError(where, message);
+  if (typeid(e) != typeid(c10::Error)) throw;  // a type with no message to rewrite here
+  throw c10::Error(where, message);
+}
+
 ProbedScalars& probedScalars() {
   static ProbedScalars* instance = new ProbedScalars();
   return *instance;
@@ -193,10 +221,15 @@ bool raiseEagerErrorOnStandIns(const c10::OperatorHandle& op, const torch::jit::
   if (!one_per_dim && elements > kMaxStandInElements) return false;
   torch::jit::Stack stand_ins;
   for (const c10::IValue& v : args) stand_ins.push_back(standInArg(v, one_per_dim));
+  if (refusesCpuScalars(op)) moveCpuScalars(stand_ins);  // as the call will run
   DropWarnings drop;
   c10::WarningUtils::WarningHandlerGuard quiet(&drop);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  op.callBoxed(stand_ins);
+  try {
+    op.callBoxed(stand_ins);
+  } catch (const c10::Error& e) {
+    rethrowNamingLazy(e);
+  }
   return true;
 }
 

@@ -37,31 +37,6 @@ bool sameLayout(const at::Tensor& tensor, const TensorMeta& meta) {
 /// broadcast, whose elements share memory, and becomes contiguous.
 at::Tensor writableCopy(const at::Tensor& tensor) { return tensor.clone(); }
 
-/// Whether `op`'s CUDA kernel refuses a CPU scalar tensor where the lazy device, like eager's CPU,
-/// takes one: clamp's Tensor bounds are device-checked, unlike TensorIterator operands.
-bool refusesCpuScalars(const c10::OperatorHandle& op) {
-  const std::string& name = op.operator_name().name;  // no overload: "aten::clamp"
-  return name == "aten::clamp" || name == "aten::clamp_min" || name == "aten::clamp_max";
-}
-
-/// The CPU scalar tensors of `stack` as 0-dim tensors on the device of its first other tensor:
-/// a fill kernel, which a CUDA graph captures with the value (as it bakes a host scalar's).
-void moveCpuScalars(torch::jit::Stack& stack) {
-  std::optional<c10::Device> device;
-  for (const c10::IValue& v : stack) {
-    if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_cpu()) {
-      device = v.toTensor().device();
-      break;
-    }
-  }
-  if (!device) return;
-  for (c10::IValue& v : stack) {
-    if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_cpu()) continue;
-    const at::Tensor& t = v.toTensor();
-    if (t.dim() == 0) v = at::full({}, t.item(), t.options().device(*device));
-  }
-}
-
 class StepRunner {
  public:
   StepRunner(const Graph& graph, std::vector<std::vector<at::Tensor>>& values)
@@ -340,6 +315,31 @@ PlanProfile& lastProfile() {
 }
 
 }  // namespace
+
+bool refusesCpuScalars(const c10::OperatorHandle& op) {
+  const std::string& name = op.operator_name().name;  // no overload: "aten::clamp"
+  for (const char* clamp : {"aten::clamp", "aten::clamp_", "aten::clamp_min", "aten::clamp_min_",
+                            "aten::clamp_max", "aten::clamp_max_"}) {
+    if (name == clamp) return true;
+  }
+  return false;
+}
+
+void moveCpuScalars(torch::jit::Stack& stack) {
+  std::optional<c10::Device> device;
+  for (const c10::IValue& v : stack) {
+    if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_cpu()) {
+      device = v.toTensor().device();
+      break;
+    }
+  }
+  if (!device) return;
+  for (c10::IValue& v : stack) {
+    if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_cpu()) continue;
+    const at::Tensor& t = v.toTensor();
+    if (t.dim() == 0) v = at::full({}, t.item(), t.options().device(*device));
+  }
+}
 
 bool writeCannotRaise(const RegionWrite& write, const at::Tensor& index) {
   if (!write.index_copy || index.is_cuda()) return true;

@@ -11,6 +11,8 @@
 #include "lowering/execution_plan.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 
 #include <cstdint>
 #include <functional>
@@ -19,6 +21,15 @@
 #include <vector>
 
 namespace lazyfuse {
+
+/// Whether `op`'s CUDA kernel refuses a CPU scalar tensor where the lazy device, like eager's CPU,
+/// takes one: clamp's Tensor bounds are device-checked, unlike TensorIterator operands.
+bool refusesCpuScalars(const c10::OperatorHandle& op);
+
+/// The CPU scalar tensors of `stack` as 0-dim tensors on the device of its first other tensor
+/// (none on the CPU): a fill kernel, which a CUDA graph captures with the value (as it bakes a
+/// host scalar's). For the calls refusesCpuScalars names, at run time and on stand-ins.
+void moveCpuScalars(torch::jit::Stack& stack);
 
 /// Whether region write `write` cannot raise once it has begun writing, with `index` its
 /// index_copy_'s index: a copy_, or an index_copy_ whose every index lies within the region's

@@ -17,7 +17,9 @@
 #           the benchmark with what time is left; each step under its own time limit.
 #           LEASE_PARTS picks the steps after the build and C++ tests, in order (default
 #           "pytest bench"; also "fused": the LAZYFUSE_FUSION=always subset, "opinfo": the ci
-#           subset, "dynamic": bench/dynamic_shapes.py --device cuda)
+#           subset, "dynamic": bench/dynamic_shapes.py --device cuda, "pick": only the pytest
+#           arguments in $LEASE_TESTS, for a rerun of what failed); LEASE_CTEST=0 skips the C++
+#           tests
 #
 # Every log ends up in $OUT/logs.tgz (the device tool brings back at most 8 files).
 # Needs .gpu-deps/ (bench/gpu/pack_deps.sh, run where the packages are installed) carried along.
@@ -88,7 +90,7 @@ if [ "$MODE" = bench ] || [ "$MODE" = all ] || [ "$MODE" = default ]; then
   cp bench/results/trace_overhead.* "$OUT"/ 2>/dev/null
 fi
 if [ "$MODE" = lease ]; then
-  step ctest timeout 90 ctest --test-dir $BUILD --output-on-failure -j "$(nproc)"
+  [ "${LEASE_CTEST:-1}" = 0 ] || step ctest timeout 90 ctest --test-dir $BUILD --output-on-failure -j "$(nproc)"
   workers=$(( $(nproc) > 12 ? 12 : $(nproc) ))
   xdist() {  # xdist NAME RESERVE ARGS...: pytest over the cores, within the deadline less RESERVE
     local name=$1 budget
@@ -101,6 +103,7 @@ if [ "$MODE" = lease ]; then
   for part in ${LEASE_PARTS:-pytest bench}; do
     case $part in
       pytest) xdist pytest_cuda 170 test/python ;;
+      pick) xdist pytest_pick 10 $LEASE_TESTS ;;
       fused)
         export LAZYFUSE_FUSION=always
         xdist pytest_cuda_fused 120 test/python/test_autograd_training.py \

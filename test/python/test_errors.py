@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import lazyfuse
 from error_cases import case, check_raises_at_op, data, on
-from helpers import INDEXES_OUT_OF_RANGE
+from helpers import INDEXES_OUT_OF_RANGE, REFERENCE
 
 
 # ---- shape errors --------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def _error_of(fn, *inputs):
     ],
 )
 def test_error_message_is_eagers(inputs, op):
-    expected = _error_of(op, *on("cpu", *inputs))
+    expected = _error_of(op, *on("eager", *inputs))
     assert expected is not None
     assert _error_of(op, *on("lazy", *inputs)) == expected
     lazyfuse.mark_step()
@@ -114,11 +114,16 @@ def test_cpu_only_check_raises_on_every_call():
 def test_scalar_value_check_after_a_valid_call(valid, invalid):
     # Scalars are not part of the meta-cache key; their values are still checked as eager does.
     cpu = data(3, dtype=torch.int64)
-    with pytest.raises(Exception) as eager:
-        invalid(cpu)
+    try:
+        invalid(cpu.to(REFERENCE))
+    except Exception as err:  # noqa: BLE001 (its type is lazy's to raise)
+        eager_error = err
+    else:  # CUDA's kernels leave int // 0 undefined; only the CPU's check it
+        assert REFERENCE.type != "cpu", "eager accepts this call: not an error case"
+        pytest.skip(f"eager on {REFERENCE} accepts this call")
     lazy = cpu.to("lazy")
     torch.testing.assert_close(valid(lazy).cpu(), valid(cpu))
-    with pytest.raises(type(eager.value)):
+    with pytest.raises(type(eager_error)):
         invalid(lazy)
     lazyfuse.mark_step()
 
@@ -181,8 +186,10 @@ INDEX_ERRORS = {
                                          lambda a, i: a.__setitem__(i, 1.0),
                                          marks=(INDEX_VALUE_CHECK, INDEXES_OUT_OF_RANGE)),
     # Not an index, but the same kind of check: on values, in the kernel.
+    # CUDA's kernels do not check it (in eager too): there, lazy must give eager's values.
     "int_div_by_zero": pytest.param([torch.tensor([1, 2]), torch.tensor([0, 1])],
-                                    lambda a, b: a // b, marks=INDEX_VALUE_CHECK),
+                                    lambda a, b: a // b,
+                                    marks=INDEX_VALUE_CHECK if REFERENCE.type == "cpu" else ()),
 }
 
 
@@ -307,6 +314,7 @@ def test_mixing_lazy_with_cpu_tensor_raises(op):
         lambda x, s: torch.where(x > 0, x, s),
         lambda x, s: torch.maximum(x, s),
         lambda x, s: x.clamp(min=s),
+        lambda x, s: x.clamp_(max=s),
         lambda x, s: x / s,
         lambda x, s: x.lerp(x * 2, s.double() / 4),
         lambda x, s: x.fill_(s),
@@ -314,7 +322,7 @@ def test_mixing_lazy_with_cpu_tensor_raises(op):
         lambda x, s: x.masked_fill(x > 0, s),
         lambda x, s: x.masked_fill_(x < 0, s),
     ],
-    ids=["add", "rmul", "add_", "where", "maximum", "clamp", "div", "lerp", "fill_",
+    ids=["add", "rmul", "add_", "where", "maximum", "clamp", "clamp_", "div", "lerp", "fill_",
          "index_put_", "masked_fill", "masked_fill_"],
 )
 @pytest.mark.parametrize(

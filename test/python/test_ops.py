@@ -521,7 +521,8 @@ def test_masked_fill_complex_value_like_eager(in_place, dtype, value):
 def test_masked_fill_complex_value_errors_in_eagers_order(mask, value):
     for name in ("masked_fill", "masked_fill_"):
         with pytest.raises(RuntimeError) as eager:
-            getattr(torch.zeros(3, dtype=torch.int64), name)(mask, value)
+            getattr(torch.zeros(3, dtype=torch.int64, device=REFERENCE), name)(
+                mask.to(REFERENCE), value)
         with pytest.raises(RuntimeError, match=re.escape(str(eager.value).splitlines()[0])):
             getattr(torch.zeros(3, dtype=torch.int64).to("lazy"), name)(mask.to("lazy"), value)
 
