@@ -156,29 +156,44 @@ struct ProbedScalars {
   std::unordered_set<HashValue> seen;
 };
 
-/// `e` again, of its type, with the hardware device's name (cuda:0) in its message replaced by the
-/// lazy device's: the stand-ins stood for lazy tensors, and eager's error on them names their
-/// device ("Expected scalars to be on CPU, got lazy:0"). On the CPU, where real CPU tensors sit
-/// beside the stand-ins, `e` as it is.
+/// `error`, with the context lines of `e` it replaces.
+template <typename E>
+[[noreturn]] void throwWithContextOf(const c10::Error& e, E error) {
+  for (const std::string& context : e.context()) error.add_context(context);
+  throw error;
+}
+
+/// `e` again, of its type, backtrace and context, with the hardware device's name (cuda:0) in its
+/// message replaced by the lazy device's: the stand-ins stood for lazy tensors, and eager's error
+/// on them names their device ("Expected scalars to be on CPU, got lazy:0"). On the CPU, where real
+/// CPU tensors sit beside the stand-ins, `e` as it is. Call it only from the handler of `e`.
 [[noreturn]] void rethrowNamingLazy(const c10::Error& e) {
   const std::string hardware = hardwareDevice().str();
   std::string message = e.msg();
   if (hardwareDevice().is_cpu() || message.find(hardware) == std::string::npos) throw;
   const std::string lazy = lazyDevice().str();
-  for (size_t at = message.find(hardware); at != std::string::npos;
-       at = message.find(hardware, at + lazy.size())) {
-    message.replace(at, hardware.size(), lazy);
+  for (size_t pos = message.find(hardware); pos != std::string::npos;
+       pos = message.find(hardware, pos + lazy.size())) {
+    message.replace(pos, hardware.size(), lazy);
   }
-  const c10::SourceLocation where{__func__, __FILE__, static_cast<uint32_t>(__LINE__)};
-  if (dynamic_cast<const c10::IndexError*>(&e)) throw c10::IndexError(where, message);
-  if (dynamic_cast<const c10::ValueError*>(&e)) throw c10::ValueError(where, message);
-  if (dynamic_cast<const c10::TypeError*>(&e)) throw c10::TypeError(where, message);
+  // The classes Python maps to their own exception types and that carry nothing but a message.
+  if (dynamic_cast<const c10::IndexError*>(&e)) {
+    throwWithContextOf(e, c10::IndexError(message, e.backtrace()));
+  }
+  if (dynamic_cast<const c10::ValueError*>(&e)) {
+    throwWithContextOf(e, c10::ValueError(message, e.backtrace()));
+  }
+  if (dynamic_cast<const c10::TypeError*>(&e)) {
+    throwWithContextOf(e, c10::TypeError(message, e.backtrace()));
+  }
+  if (dynamic_cast<const c10::LinAlgError*>(&e)) {
+    throwWithContextOf(e, c10::LinAlgError(message, e.backtrace()));
+  }
   if (dynamic_cast<const c10::NotImplementedError*>(&e)) {
-    throw c10::NotImplementedError(where, message);
+    throwWithContextOf(e, c10::NotImplementedError(message, e.backtrace()));
   }
-  if (dynamic_cast<const c10::LinAlgError*>(&e)) throw c10::LinAlgError(where, message);
-  if (typeid(e) != typeid(c10::Error)) throw;  // a type with no message to rewrite here
-  throw c10::Error(where, message);
+  if (typeid(e) != typeid(c10::Error)) throw;  // a class with more than a message: as it is
+  throwWithContextOf(e, c10::Error(message, e.backtrace()));
 }
 
 ProbedScalars& probedScalars() {
