@@ -22,6 +22,17 @@ INDEXES_OUT_OF_RANGE = pytest.mark.skipif(
     "the process's CUDA context unusable")
 
 
+def randn(*shape, seed=0, dtype=torch.float32):
+    """A seeded CPU tensor of normal values (the global generator untouched)."""
+    return torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def randint(low, high, shape, seed=0, dtype=torch.int64):
+    """A seeded CPU tensor of integers in [low, high)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(low, high, shape, generator=g, dtype=dtype)
+
+
 def to_device(value, device):
     """Copies on `device` of the tensors in `value` (a tensor, or a list/tuple of them); others as
     is. A tensor already there is returned itself."""

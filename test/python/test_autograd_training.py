@@ -10,11 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import lazyfuse
-from helpers import REFERENCE, reference, to_lazy, to_reference
-
-
-def randn(*shape, seed=0):
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+from helpers import REFERENCE, randn, reference, to_lazy, to_reference
 
 
 def grads_same(fn, *cpu_inputs, **close_kwargs):

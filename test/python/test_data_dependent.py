@@ -5,11 +5,7 @@ import pytest
 import torch
 
 import lazyfuse  # noqa: F401 (registers the lazy device)
-from helpers import REFERENCE, reference
-
-
-def randn(*shape, seed=0):
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+from helpers import REFERENCE, randn, reference
 
 
 def run_both(fn, *cpu_inputs):

@@ -7,16 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import lazyfuse
-from helpers import REFERENCE, assert_same, reference
-
-
-def randn(*shape, seed=0, dtype=torch.float32):
-    return torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed), dtype=dtype)
-
-
-def randint(low, high, shape, seed=0, dtype=torch.int64):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(low, high, shape, generator=g, dtype=dtype)
+from helpers import REFERENCE, assert_same, randint, randn, reference
 
 
 # ---- pointwise -----------------------------------------------------------------------------

@@ -9,11 +9,7 @@ import pytest
 import torch
 
 import lazyfuse
-from helpers import REFERENCE, reference, to_reference
-
-
-def randn(*shape, seed=0):
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+from helpers import REFERENCE, randn, reference, to_reference
 
 
 def pair(fn, *cpu_inputs):
