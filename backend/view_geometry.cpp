@@ -282,6 +282,35 @@ ViewGeometries inferViewGeometry(const c10::OperatorHandle& view_op, const torch
   return out;
 }
 
+// Note [Results eager lays out contiguously]
+// pow.Scalar (a number raised to a tensor: `2 ** t`; float_power calls it) is a structured
+// kernel whose meta function sets its output without strides, so eager's CPU and CUDA results
+// are contiguous whatever the exponent's layout. Its Meta kernel in torch 2.11 (a Python
+// reference) follows the exponent's dimension order instead, so a transposed exponent gave a
+// transposed result. Its results report contiguous strides; the trace keeps Meta's. ldexp(x, y)
+// is x * pow(2, y) in eager, so its result is laid out as TensorIterator lays out x and a
+// contiguous y (Note [Pointwise results Meta lays out otherwise]), where its Meta kernel follows
+// y. Found by the differential fuzzer: ldexp of a transposed [4, 1] and a transposed [4, 3].
+bool isLdexp(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
+  return schema.name() == "aten::ldexp" && schema.overload_name() == "Tensor";
+}
+
+bool eagerLaysOutContiguously(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
+  return schema.name() == "aten::pow" && schema.overload_name() == "Scalar";
+}
+
+/// Contiguous geometries of the `num_results` tensors at the end of `stack`.
+ViewGeometries contiguousGeometries(const torch::jit::Stack& stack, size_t num_results) {
+  ViewGeometries out;
+  for (const at::Tensor& t : resultTensors(stack, num_results)) {
+    const c10::DimVector strides = c10::contiguous_strides(t.sizes());
+    out.push_back({t.sizes().vec(), {strides.begin(), strides.end()}, 0});
+  }
+  return out;
+}
+
 // Note [Pointwise results Meta lays out otherwise]
 // Eager's CPU and CUDA kernels of heaviside, logaddexp, logaddexp2 and logical_and/or/xor are
 // TensorIterator binary ops: a result follows its inputs' dimension order (a permuted input
@@ -294,7 +323,8 @@ bool metaLaysOutOtherwise(const c10::OperatorHandle& op) {
   static const std::set<std::string> names = {"aten::heaviside",  "aten::logaddexp",
                                               "aten::logaddexp2", "aten::logical_and",
                                               "aten::logical_or", "aten::logical_xor"};
-  return op.schema().overload_name().empty() && names.count(op.schema().name()) > 0;
+  const c10::FunctionSchema& schema = op.schema();
+  return (schema.overload_name().empty() && names.count(schema.name()) > 0) || isLdexp(op);
 }
 
 /// Meta stand-ins of the tensors in `args`: lazy tensors with their reported geometry.
@@ -310,8 +340,14 @@ torch::jit::Stack metaStandIns(const torch::jit::Stack& args) {
 
 /// The geometry of the result of a binary op of Note [Pointwise results Meta lays out
 /// otherwise], as TensorIterator lays it out.
-ViewGeometries iteratorResultGeometry(const torch::jit::Stack& args) {
-  const torch::jit::Stack stand_ins = metaStandIns(args);  // the iterator borrows them
+ViewGeometries iteratorResultGeometry(const c10::OperatorHandle& op,
+                                      const torch::jit::Stack& args) {
+  torch::jit::Stack stand_ins = metaStandIns(args);  // the iterator borrows them
+  if (isLdexp(op) && stand_ins.size() > 1 && stand_ins[1].isTensor()) {
+    // See Note [Results eager lays out contiguously]: pow(2, y) is contiguous.
+    const at::Tensor& exponent = stand_ins[1].toTensor();
+    stand_ins[1] = at::empty(exponent.sizes(), exponent.options());
+  }
   at::Tensor result;
   at::TensorIteratorConfig config;
   config.add_output(result).allow_cpu_scalars(true).promote_inputs_to_common_dtype(true);
@@ -456,13 +492,16 @@ void reportResultGeometry(const c10::OperatorHandle& op, HashValue key,
     }
   }
   const bool iterator = metaLaysOutOtherwise(op);
-  // See Note [Convolution layout] and Note [Pointwise results Meta lays out otherwise].
-  if (!other && !iterator && !hasConvolutionLayout(op)) return;
+  const bool contiguous = eagerLaysOutContiguously(op);
+  // See Note [Convolution layout], Note [Pointwise results Meta lays out otherwise] and Note
+  // [Results eager lays out contiguously].
+  if (!other && !iterator && !contiguous && !hasConvolutionLayout(op)) return;
   key = hashCombine(key, 0x7e5a17ULL);  // apart from the view geometries' keys
   auto geometries = cachedGeometry(key, [&] {
+    if (contiguous) return contiguousGeometries(stack, num_results);
     if (iterator) {
       try {
-        return iteratorResultGeometry(args);
+        return iteratorResultGeometry(op, args);
       } catch (const std::exception&) {
         // TensorIterator refused what the trace's meta inference accepted: Meta's geometry.
       }

@@ -79,6 +79,12 @@ RESULT_LAYOUTS = {
     "t_logaddexp": (base, lambda x: torch.logaddexp(x[:1, :1], x.t())),
     "t_logaddexp2": (base, lambda x: torch.logaddexp2(x.t(), x.t())),
     "t_heaviside": (base, lambda x: torch.heaviside(x.t(), x[:1, :1])),
+    # Note [Results eager lays out contiguously]: a number raised to a tensor.
+    "t_pow_scalar": (base, lambda x: torch.pow(2.0, x.t())),
+    "t_rpow": (base, lambda x: 3 ** x.t()),
+    "t_float_power_scalar": (base, lambda x: torch.float_power(2.0, x.t())),
+    "t_int_pow_scalar": (lambda: torch.randint(0, 5, (3, 4)), lambda y: torch.pow(2, y.t())),
+    "t_ldexp": (lambda: torch.randn(3, 4), lambda y: torch.ldexp(y[:1].t(), y.t().round())),
 }
 
 
