@@ -24,3 +24,16 @@ def cpu_busy(seconds=1.0):
     time.sleep(seconds)
     total1, idle1 = read()
     return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def run_header(busy_before):
+    """The first line a CPU benchmark prints: versions, threads, processor, the load beside it."""
+    import platform
+
+    import torch
+
+    import lazyfuse
+    return (f"lazyfuse {lazyfuse.__version__} on {lazyfuse.hardware_device()}, torch "
+            f"{torch.__version__}, {torch.get_num_threads()} threads, "
+            f"{platform.processor() or platform.machine()}, CPU busy before the run "
+            f"{busy_before:.0%}")

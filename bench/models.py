@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import lazyfuse
-from bench_timing import cpu_busy
+from bench_timing import cpu_busy, run_header
 
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
 LAZY = torch.device("lazy")
@@ -486,10 +486,7 @@ def main():
         return memory_of(*args.memory_of, args.quick)
     rounds = args.rounds or (3 if args.quick else 7)
     busy_before = cpu_busy()
-    print(f"lazyfuse {lazyfuse.__version__} on {lazyfuse.hardware_device()}, torch "
-          f"{torch.__version__}, {torch.get_num_threads()} threads, "
-          f"{platform.processor() or platform.machine()}, CPU busy before the run "
-          f"{busy_before:.0%}")
+    print(run_header(busy_before))
     rows = []
     for name in args.only or WORKLOADS:
         sides = WORKLOADS[name](args.quick, not args.no_compile)
