@@ -363,6 +363,9 @@ ViewGeometries iteratorResultGeometry(const c10::OperatorHandle& op,
 /// lazy tensors in `args`; empty when Meta cannot tell.
 ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
   torch::jit::Stack meta_stack = metaStandIns(args);
+  if (const std::optional<size_t> alpha = layoutChangingAlpha(op.schema(), args)) {
+    meta_stack[*alpha] = c10::IValue(c10::Scalar(int64_t{1}));  // See Note [Alpha on Meta]
+  }
   c10::impl::ExcludeDispatchKeyGuard no_autograd(
       c10::autograd_dispatch_keyset_with_ADInplaceOrView);
   c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);

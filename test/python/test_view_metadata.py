@@ -85,7 +85,30 @@ RESULT_LAYOUTS = {
     "t_float_power_scalar": (base, lambda x: torch.float_power(2.0, x.t())),
     "t_int_pow_scalar": (lambda: torch.randint(0, 5, (3, 4)), lambda y: torch.pow(2, y.t())),
     "t_ldexp": (lambda: torch.randn(3, 4), lambda y: torch.ldexp(y[:1].t(), y.t().round())),
+    # Note [Alpha on Meta]: operands whose layouts tie in TensorIterator's order.
+    "t_add_alpha": (lambda: torch.randn(5, 4),
+                    lambda y: y.t().relu().add(y.t().relu().unsqueeze(-2), alpha=2)),
+    "t_sub_alpha": (lambda: torch.randn(5, 4),
+                    lambda y: y.t().relu().sub(y.t().relu().unsqueeze(-2), alpha=0.5)),
 }
+
+
+def _tied_operands(device):
+    g = torch.Generator().manual_seed(0)
+    t1 = torch.randn(4, 5, 3, generator=g, dtype=torch.float64).to(device)
+    t3 = torch.randn(4, 3, generator=g, dtype=torch.float64).to(device)
+    t4 = t1.transpose(-2, -3)
+    return (t4 == t3).double(), t4.unsqueeze(-3)
+
+
+def test_add_and_sub_lay_out_like_eager_for_every_alpha():
+    # The meta cache keys alpha by kind: the first call's alpha must not decide the later ones'.
+    for alpha in (2, 1, 1.0, -0.5, 1):
+        for op in (torch.add, torch.sub):
+            expected = op(*_tied_operands("cpu"), alpha=alpha)
+            actual = op(*_tied_operands("lazy"), alpha=alpha)
+            assert _layout(actual) == _layout(expected), (op.__name__, alpha)
+            torch.testing.assert_close(actual.cpu(), expected)
 
 
 def _layout(t):
