@@ -8,6 +8,7 @@
 #include "backend/detail/stand_ins.h"
 #include "backend/device.h"
 #include "backend/lazy_tensor.h"
+#include "backend/meta_layout.h"
 #include "backend/random_draws.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/metrics.h"
@@ -59,16 +60,6 @@ at::Tensor upload(const at::Tensor& tensor) {
   return makeMaterializedTensor(tensor.to(hardwareDevice(), /*non_blocking=*/false, /*copy=*/true));
 }
 
-// Note [Alpha on Meta]
-// add.Tensor and sub.Tensor lay out their results as TensorIterator does in eager, whatever
-// `alpha` is. On Meta in torch 2.11, an alpha other than the integer 1 takes a Python reference
-// that scales `other` first, and the scaled copy's strides of size-1 dims decide the layout
-// where eager's TensorIterator ties: `t.add(u.unsqueeze(1), alpha=2)` of permuted operands came
-// out with dims 0 and 1 swapped. The meta cache keys alpha by kind only, so the first call
-// decided for every alpha. Such a call runs on Meta as it is (eager's errors and dtypes) and
-// again with alpha 1 for the outputs; a geometry inferred on Meta (view_geometry.cpp) takes
-// alpha 1 too. Found by the differential fuzzer (seeds 123337, 124005).
-
 }  // namespace
 
 HashValue hashCpuScalarParam(HashValue h, const at::Tensor& scalar) {
@@ -109,14 +100,21 @@ std::shared_ptr<const AtenCallAttrs> CallRecorder::inferOnMeta(HashValue key) {
     c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);
     op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
   };
+  // See Note [Meta layout corrections]: they take the Meta arguments, which the run consumes.
+  torch::jit::Stack meta_args;
+  if (traits_.meta_layout != MetaLayout::kAsMeta) meta_args = meta_stack;
   runOnMeta(meta_stack);
-  if (const std::optional<size_t> alpha = layoutChangingAlpha(op_.schema(), args_)) {
-    // See Note [Alpha on Meta]: add and sub write no argument, so only the returns change.
-    torch::jit::Stack again;
-    for (size_t i = 0; i < args_.size(); ++i) again.push_back(metaArg(i, attrs->args[i]));
-    again[*alpha] = c10::IValue(c10::Scalar(int64_t{1}));
-    runOnMeta(again);
-    meta_stack = std::move(again);
+  if (const std::optional<size_t> alpha = layoutChangingAlpha(traits_.meta_layout, args_)) {
+    // add and sub write no argument, so only the returns change.
+    meta_args[*alpha] = c10::IValue(c10::Scalar(int64_t{1}));
+    meta_stack = meta_args;
+    runOnMeta(meta_stack);
+  }
+  if (traits_.meta_layout != MetaLayout::kAsMeta && meta_stack.size() == 1 &&
+      meta_stack[0].isTensor()) {
+    std::vector<at::Tensor> results{meta_stack[0].toTensor()};
+    correctMetaLayout(traits_.meta_layout, meta_args, results);
+    meta_stack[0] = results[0];
   }
   if (traits_.aux_outputs != AuxOutputs::kSameAsMeta) {  // See Note [Aux outputs on the CPU]
     correctAuxOutputs(traits_, args_, meta_stack, hardwareDevice());

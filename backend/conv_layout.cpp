@@ -80,8 +80,6 @@ void relayout(at::Tensor& t, c10::MemoryFormat format) {
 
 }  // namespace
 
-bool hasConvolutionLayout(const c10::OperatorHandle& op) { return convKind(op) != ConvKind::kNone; }
-
 void applyConvolutionLayout(const c10::OperatorHandle& op, const torch::jit::Stack& meta_args,
                             std::vector<at::Tensor>& results) {
   const ConvKind kind = convKind(op);

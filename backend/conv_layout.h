@@ -8,11 +8,6 @@
 
 namespace lazyfuse {
 
-/// Whether `op` is convolution or convolution_backward, whose results eager lays out as its
-/// kernel for the hardware device decides, where the meta kernel may not. See Note [Convolution
-/// layout].
-bool hasConvolutionLayout(const c10::OperatorHandle& op);
-
 /// Lays out the Meta `results` of the convolution op `op`, called with the Meta arguments
 /// `meta_args`, as eager's kernel on the hardware device lays out its results. See Note
 /// [Convolution layout].

@@ -28,6 +28,8 @@
 
 namespace lazyfuse {
 
+struct OpTraits;
+
 class LazyData final : public c10::intrusive_ptr_target {
  public:
   LazyData();  // use pending() or materialized(): they register the data
@@ -116,10 +118,10 @@ void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
                        const torch::jit::Stack& args, torch::jit::Stack& stack, size_t num_results);
 
 /// Makes the `num_results` lazy tensors at the end of `stack`, returned by `op` (not a view op, and
-/// writing no argument) called with `args`, report the strides eager gives them, when an input
-/// reports another geometry than it has in the trace. `key` identifies the call in the trace.
-/// See Note [View geometry].
-void reportResultGeometry(const c10::OperatorHandle& op, HashValue key,
+/// writing no argument, whose traits are `traits`) called with `args`, report the strides eager
+/// gives them, when an input reports another geometry than it has in the trace or `op` is a
+/// convolution. `key` identifies the call in the trace. See Note [View geometry].
+void reportResultGeometry(const c10::OperatorHandle& op, const OpTraits& traits, HashValue key,
                           const torch::jit::Stack& args, torch::jit::Stack& stack,
                           size_t num_results);
 

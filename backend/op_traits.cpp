@@ -1,6 +1,7 @@
 #include "backend/op_traits.h"
 
 #include "backend/aux_outputs.h"
+#include "backend/meta_layout.h"
 #include "backend/meta_templates.h"
 #include "lazy_ir/text.h"
 
@@ -142,6 +143,7 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   traits->name_hash = hashString(traits->name);
   traits->eager = dataDependentOps().count(schema.name()) > 0;
   traits->aux_outputs = auxOutputsOf(traits->name);
+  traits->meta_layout = metaLayoutOf(op);
   traits->meta_scalars_on_meta =
       traits->name == "aten::masked_fill.Tensor" || traits->name == "aten::masked_fill_.Tensor";
   traits->scalars_are_constants = schema.name() == "aten::arange" || schema.name() == "aten::range";

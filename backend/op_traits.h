@@ -26,6 +26,17 @@ enum class AuxOutputs : uint8_t {
   kScalarLossOf1d,  // the recorder makes the unreduced loss of a 1-D input 0-dim, as eager's
 };
 
+/// How eager lays out an op's results where its meta kernel lays them out otherwise. See Note
+/// [Meta layout corrections] in backend/meta_layout.cpp.
+enum class MetaLayout : uint8_t {
+  kAsMeta,
+  kIterator,     // heaviside, logaddexp(2), logical_and/or/xor: TensorIterator's layout
+  kContiguous,   // pow.Scalar: contiguous
+  kLdexp,        // ldexp.Tensor: TensorIterator's layout over x and a contiguous y
+  kAlpha,        // add.Tensor, sub.Tensor: Meta's layout with alpha 1
+  kConvolution,  // convolution(_backward): the layout of the backend eager picks, reported only
+};
+
 struct OpTraits {
   std::string name;          // "aten::add.Tensor"
   std::string counter_name;  // "aten::add", the eager-fallback counter
@@ -40,6 +51,7 @@ struct OpTraits {
   /// Scalars decide the output shape (arange, range): they are hashed constants, not params.
   bool scalars_are_constants = false;
   AuxOutputs aux_outputs = AuxOutputs::kSameAsMeta;
+  MetaLayout meta_layout = MetaLayout::kAsMeta;
   /// Per schema argument: the op writes it (in-place and out= arguments).
   std::vector<uint8_t> written;
   /// For an in-place or out= op, the counter_name of the functional op that functionalization

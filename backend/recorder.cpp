@@ -214,7 +214,7 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (traits.scatters_into_self) {
     return reportGeometryOf(args[0].toTensor(), stack->back().toTensor());
   }
-  if (!writesAnArgument(traits)) reportResultGeometry(op, key, args, *stack, num_returns);
+  if (!writesAnArgument(traits)) reportResultGeometry(op, traits, key, args, *stack, num_returns);
 }
 
 size_t metaCacheSize() {

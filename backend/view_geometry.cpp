@@ -5,6 +5,7 @@
 
 #include "backend/conv_layout.h"
 #include "backend/detail/stand_ins.h"
+#include "backend/meta_layout.h"
 #include "backend/shape_functions.h"
 #include "backend/storage_addresses.h"
 #include "lazy_ir/check.h"
@@ -282,51 +283,6 @@ ViewGeometries inferViewGeometry(const c10::OperatorHandle& view_op, const torch
   return out;
 }
 
-// Note [Results eager lays out contiguously]
-// pow.Scalar (a number raised to a tensor: `2 ** t`; float_power calls it) is a structured
-// kernel whose meta function sets its output without strides, so eager's CPU and CUDA results
-// are contiguous whatever the exponent's layout. Its Meta kernel in torch 2.11 (a Python
-// reference) follows the exponent's dimension order instead, so a transposed exponent gave a
-// transposed result. Its results report contiguous strides; the trace keeps Meta's. ldexp(x, y)
-// is x * pow(2, y) in eager, so its result is laid out as TensorIterator lays out x and a
-// contiguous y (Note [Pointwise results Meta lays out otherwise]), where its Meta kernel follows
-// y. Found by the differential fuzzer: ldexp of a transposed [4, 1] and a transposed [4, 3].
-bool isLdexp(const c10::OperatorHandle& op) {
-  const c10::FunctionSchema& schema = op.schema();
-  return schema.name() == "aten::ldexp" && schema.overload_name() == "Tensor";
-}
-
-bool eagerLaysOutContiguously(const c10::OperatorHandle& op) {
-  const c10::FunctionSchema& schema = op.schema();
-  return schema.name() == "aten::pow" && schema.overload_name() == "Scalar";
-}
-
-/// Contiguous geometries of the `num_results` tensors at the end of `stack`.
-ViewGeometries contiguousGeometries(const torch::jit::Stack& stack, size_t num_results) {
-  ViewGeometries out;
-  for (const at::Tensor& t : resultTensors(stack, num_results)) {
-    const c10::DimVector strides = c10::contiguous_strides(t.sizes());
-    out.push_back({t.sizes().vec(), {strides.begin(), strides.end()}, 0});
-  }
-  return out;
-}
-
-// Note [Pointwise results Meta lays out otherwise]
-// Eager's CPU and CUDA kernels of heaviside, logaddexp, logaddexp2 and logical_and/or/xor are
-// TensorIterator binary ops: a result follows its inputs' dimension order (a permuted input
-// gives a permuted result). Their Meta kernels (Python references in torch 2.11) return
-// contiguous results instead, so the geometry Meta gives would differ from eager's. For these
-// ops the result geometry is TensorIterator's over Meta stand-ins of the inputs, for every call
-// (the trace's own strides come from Meta). Found by the differential fuzzer (seed 70000):
-// logical_or of a [1, 1] amin and a permuted [4, 3] comparison.
-bool metaLaysOutOtherwise(const c10::OperatorHandle& op) {
-  static const std::set<std::string> names = {"aten::heaviside",  "aten::logaddexp",
-                                              "aten::logaddexp2", "aten::logical_and",
-                                              "aten::logical_or", "aten::logical_xor"};
-  const c10::FunctionSchema& schema = op.schema();
-  return (schema.overload_name().empty() && names.count(schema.name()) > 0) || isLdexp(op);
-}
-
 /// Meta stand-ins of the tensors in `args`: lazy tensors with their reported geometry.
 torch::jit::Stack metaStandIns(const torch::jit::Stack& args) {
   auto meta = [](const at::Tensor& t) {
@@ -338,33 +294,14 @@ torch::jit::Stack metaStandIns(const torch::jit::Stack& args) {
   return meta_stack;
 }
 
-/// The geometry of the result of a binary op of Note [Pointwise results Meta lays out
-/// otherwise], as TensorIterator lays it out.
-ViewGeometries iteratorResultGeometry(const c10::OperatorHandle& op,
-                                      const torch::jit::Stack& args) {
-  torch::jit::Stack stand_ins = metaStandIns(args);  // the iterator borrows them
-  if (isLdexp(op) && stand_ins.size() > 1 && stand_ins[1].isTensor()) {
-    // See Note [Results eager lays out contiguously]: pow(2, y) is contiguous.
-    const at::Tensor& exponent = stand_ins[1].toTensor();
-    stand_ins[1] = at::empty(exponent.sizes(), exponent.options());
-  }
-  at::Tensor result;
-  at::TensorIteratorConfig config;
-  config.add_output(result).allow_cpu_scalars(true).promote_inputs_to_common_dtype(true);
-  for (const c10::IValue& v : stand_ins) {
-    if (v.isTensor()) config.add_const_input(v.toTensor());
-  }
-  at::TensorIterator iter = config.build();
-  const at::TensorBase& out = iter.output_base();
-  return {{out.sizes().vec(), out.strides().vec(), out.storage_offset()}};
-}
-
 /// The geometry of each tensor `op` returns when run on Meta over the reported geometry of the
 /// lazy tensors in `args`; empty when Meta cannot tell.
-ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
+/// See Note [Meta layout corrections].
+ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const OpTraits& traits,
+                                   const torch::jit::Stack& args) {
   torch::jit::Stack meta_stack = metaStandIns(args);
-  if (const std::optional<size_t> alpha = layoutChangingAlpha(op.schema(), args)) {
-    meta_stack[*alpha] = c10::IValue(c10::Scalar(int64_t{1}));  // See Note [Alpha on Meta]
+  if (const std::optional<size_t> alpha = layoutChangingAlpha(traits.meta_layout, args)) {
+    meta_stack[*alpha] = c10::IValue(c10::Scalar(int64_t{1}));
   }
   c10::impl::ExcludeDispatchKeyGuard no_autograd(
       c10::autograd_dispatch_keyset_with_ADInplaceOrView);
@@ -376,7 +313,10 @@ ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const torch::j
     return {};  // the trace's meta inference accepted the call: its geometry is all we know
   }
   std::vector<at::Tensor> results = resultTensors(meta_stack, meta_stack.size());
-  applyConvolutionLayout(op, meta_args, results);  // See Note [Convolution layout]
+  if (traits.meta_layout == MetaLayout::kConvolution) {
+    applyConvolutionLayout(op, meta_args, results);  // See Note [Convolution layout]
+  }
+  correctMetaLayout(traits.meta_layout, meta_args, results);
   ViewGeometries out;
   for (const at::Tensor& t : results) {
     // An undefined result (a gradient output_mask leaves out) keeps the others' places.
@@ -454,6 +394,25 @@ void reportGeometries(const ViewGeometries& geometries, torch::jit::Stack& stack
   }
 }
 
+/// Whether `pred` holds for a tensor in `args` (in a tensor, a tensor list or a list of optional
+/// tensors); calls it on each until it does.
+template <typename Pred>
+bool anyTensorIn(const torch::jit::Stack& args, Pred pred) {
+  for (const c10::IValue& v : args) {
+    if (v.isTensor() && pred(v.toTensor())) return true;
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (pred(t)) return true;
+      }
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor() && pred(e.toTensor())) return true;
+      }
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
@@ -474,44 +433,30 @@ void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
   reportGeometries(*geometries, stack, num_results);
 }
 
-void reportResultGeometry(const c10::OperatorHandle& op, HashValue key,
+void reportResultGeometry(const c10::OperatorHandle& op, const OpTraits& traits, HashValue key,
                           const torch::jit::Stack& args, torch::jit::Stack& stack,
                           size_t num_results) {
-  bool other = false;
-  auto add = [&](const at::Tensor& t) {
+  auto reportsOther = [](const at::Tensor& t) {
     auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
-    if (impl == nullptr) return;
-    other = other || impl->reportsOtherGeometry();
-    key = hashCombine(hashInts(key, impl->strides()), impl->storage_offset());
+    return impl != nullptr && impl->reportsOtherGeometry();
   };
-  for (const c10::IValue& v : args) {
-    if (v.isTensor()) add(v.toTensor());
-    if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) add(t);
-    } else if (v.isList()) {
-      for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor()) add(e.toTensor());
-      }
+  auto hashGeometry = [&](const at::Tensor& t) {
+    auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
+    if (impl != nullptr) {
+      key = hashCombine(hashInts(key, impl->strides()), impl->storage_offset());
     }
-  }
-  const bool iterator = metaLaysOutOtherwise(op);
-  const bool contiguous = eagerLaysOutContiguously(op);
-  // See Note [Convolution layout], Note [Pointwise results Meta lays out otherwise] and Note
-  // [Results eager lays out contiguously].
-  if (!other && !iterator && !contiguous && !hasConvolutionLayout(op)) return;
+    return false;
+  };
+  // A result's trace strides are eager's (Note [Meta layout corrections]) unless an input reports
+  // another geometry than its trace strides, or the op is a convolution (Note [Convolution
+  // layout]).
+  if (!anyTensorIn(args, reportsOther) && traits.meta_layout != MetaLayout::kConvolution) return;
+  anyTensorIn(args, hashGeometry);
   key = hashCombine(key, 0x7e5a17ULL);  // apart from the view geometries' keys
   auto geometries = cachedGeometry(key, [&] {
-    if (contiguous) return contiguousGeometries(stack, num_results);
-    if (iterator) {
-      try {
-        return iteratorResultGeometry(op, args);
-      } catch (const std::exception&) {
-        // TensorIterator refused what the trace's meta inference accepted: Meta's geometry.
-      }
-    }
     std::optional<ViewGeometries> computed = computeResultGeometry(op);
     if (computed && !config::verifyMeta()) return *std::move(computed);
-    ViewGeometries inferred = inferResultGeometry(op, args);
+    ViewGeometries inferred = inferResultGeometry(op, traits, args);
     LF_INTERNAL_ASSERT(!computed || sameGeometries(*computed, inferred), op.schema().name(),
                        ": the result geometry computed differs from Meta's");
     return inferred;

@@ -25,20 +25,6 @@
 
 namespace lazyfuse {
 
-/// The index of `alpha` in a call of add.Tensor or sub.Tensor whose alpha is not the integer 1:
-/// on Meta such a call lays its result out otherwise than eager does. See Note [Alpha on Meta]
-/// in backend/call_recorder.cpp.
-inline std::optional<size_t> layoutChangingAlpha(const c10::FunctionSchema& schema,
-                                                 const torch::jit::Stack& args) {
-  if ((schema.name() != "aten::add" && schema.name() != "aten::sub") ||
-      schema.overload_name() != "Tensor" || args.size() < 3 || !args[2].isScalar()) {
-    return std::nullopt;
-  }
-  const c10::Scalar alpha = args[2].toScalar();
-  if (alpha.isIntegral(/*includeBool=*/false) && alpha.toLong() == 1) return std::nullopt;
-  return 2;
-}
-
 /// Argument `v` with `stand_in(t)` for each tensor t (in a tensor, a tensor list or a list of
 /// optional tensors) and `device` for a device.
 template <typename Fn>

@@ -70,7 +70,7 @@ RESULT_LAYOUTS = {
         lambda y: y.contiguous(memory_format=torch.channels_last).relu().clone()),
     "permuted_channels_last_add": (
         lambda: torch.randn(2, 4, 5, 3), lambda y: y.permute(0, 3, 1, 2) + y.permute(0, 3, 1, 2)),
-    # Note [Pointwise results Meta lays out otherwise]: their Meta kernels give contiguous results.
+    # Note [Meta layout corrections], kIterator: their Meta kernels give contiguous results.
     "t_logical_or_keepdim_amin": (
         lambda: torch.randn(3, 4),
         lambda y: torch.logical_or(y.amin(1, keepdim=True).amin(0, keepdim=True), y.t() > 0)),
@@ -79,13 +79,24 @@ RESULT_LAYOUTS = {
     "t_logaddexp": (base, lambda x: torch.logaddexp(x[:1, :1], x.t())),
     "t_logaddexp2": (base, lambda x: torch.logaddexp2(x.t(), x.t())),
     "t_heaviside": (base, lambda x: torch.heaviside(x.t(), x[:1, :1])),
-    # Note [Results eager lays out contiguously]: a number raised to a tensor.
+    # Note [Meta layout corrections], kContiguous and kLdexp: a number raised to a tensor.
     "t_pow_scalar": (base, lambda x: torch.pow(2.0, x.t())),
     "t_rpow": (base, lambda x: 3 ** x.t()),
     "t_float_power_scalar": (base, lambda x: torch.float_power(2.0, x.t())),
     "t_int_pow_scalar": (lambda: torch.randint(0, 5, (3, 4)), lambda y: torch.pow(2, y.t())),
     "t_ldexp": (lambda: torch.randn(3, 4), lambda y: torch.ldexp(y[:1].t(), y.t().round())),
-    # Note [Alpha on Meta]: operands whose layouts tie in TensorIterator's order.
+    # The same ops over inputs whose trace is laid out as they report (channels_last copies):
+    # Meta's results are corrected where the trace takes them.
+    "cl_pow_scalar": (lambda: torch.randn(2, 3, 4, 5),
+                      lambda y: torch.pow(2.0, y.contiguous(memory_format=torch.channels_last))),
+    "cl_heaviside": (lambda: torch.randn(2, 3, 4, 5),
+                     lambda y: torch.heaviside(y.contiguous(memory_format=torch.channels_last),
+                                               y[:1, :1, :1, :1].contiguous())),
+    "cl_logaddexp": (lambda: torch.randn(2, 3, 4, 5),
+                     lambda y: torch.logaddexp(y.contiguous(memory_format=torch.channels_last), y)),
+    "cl_ldexp": (lambda: torch.randn(2, 3, 4, 5),
+                 lambda y: torch.ldexp(y, y.round().contiguous(memory_format=torch.channels_last))),
+    # Note [Meta layout corrections], kAlpha: operands whose layouts tie in TensorIterator's order.
     "t_add_alpha": (lambda: torch.randn(5, 4),
                     lambda y: y.t().relu().add(y.t().relu().unsqueeze(-2), alpha=2)),
     "t_sub_alpha": (lambda: torch.randn(5, 4),
