@@ -4,6 +4,7 @@
 #include "backend/device.h"
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
+#include "backend/transfers.h"
 #include "kernels/buffer_pool.h"
 #include "kernels/plan_runner.h"
 #include "kernels/python_plugin.h"
@@ -134,6 +135,8 @@ TORCH_LIBRARY(lazyfuse, m) {
   m.def("buffer_pool_stats() -> int[]", &bufferPoolStatsOp);
   m.def("last_plan_profile() -> (str[], int[])", &lastPlanProfileOp);
   m.def("config() -> (str[], str[], str[], str[], str[], str[])", &configOp);
+  m.def("share_into_lazy(Tensor tensor) -> Tensor", &shareIntoLazy);
+  m.def("share_out_of_lazy(Tensor tensor) -> Tensor", &shareOutOfLazy);
 }
 
 }  // namespace lazyfuse

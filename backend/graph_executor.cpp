@@ -15,6 +15,7 @@
 
 #include <ATen/record_function.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <memory>
 #include <sstream>
@@ -114,15 +115,19 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
   for (size_t i = 0; i < targets.size(); ++i) targets[i]->setBuffer(std::move(outputs[i]));
 }
 
-/// The message of the exception being handled, without the C++ backtrace.
+/// The message of the exception being handled, without the C++ backtrace; one naming its type
+/// when it has none (a broken value must say why).
 std::string currentErrorMessage() {
+  std::string message;
   try {
     throw;
   } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
+    message = e.what_without_backtrace();
   } catch (const std::exception& e) {
-    return e.what();
+    message = e.what();
   }
+  if (message.empty()) message = "the sync failed with an exception that has no message";
+  return message;
 }
 
 // See Note [Failed syncs]. Each target of a failed graph is retried alone, so only the values
@@ -162,7 +167,16 @@ void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& 
 
 }  // namespace
 
+// Note [Syncs below Python modes]
+// A sync runs ATen on the hardware device's buffers: extern calls, reading a host scalar's value.
+// Those calls are lazyfuse's, not the program's, so a TorchDispatchMode the program has active
+// must not see them: AOTAutograd runs compiled graphs under one of its own (which turned the
+// wrapped number of `x * 0.5` into a Python float and failed the call that reads it). A sync runs
+// with the Python dispatch keys excluded, as the kernels below a mode's own handling would.
+// Pinned by test_dynamo_backend.py.
 void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
+  c10::impl::ExcludeDispatchKeyGuard no_python_modes(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
   std::vector<LazyData*> targets;
   for (const auto& d : data) {
     d->checkNotBroken();

@@ -103,6 +103,37 @@ void copyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   recordOp(op, stack);
 }
 
+// Note [Sharing memory with the hardware device]
+// The torch.compile backend (python/lazyfuse/_dynamo_backend.py) runs graphs whose inputs and
+// outputs are tensors of the hardware device: moving each through `.to()` would copy every
+// parameter and activation at every call. So an input on the hardware device becomes a lazy
+// tensor whose device data is a detached alias of it (its own TensorImpl over the same storage),
+// and an output whose buffer has the geometry it reports leaves as a detached alias of that
+// buffer. Neither is written behind the other's back: a plan writes into device data only when
+// nothing else holds its storage (Note [Donated buffers]), which the caller's tensor does, and
+// a lazy value is never written in place once computed. Anything else (another device, a
+// sparse tensor, a result reporting other strides than its buffer's) is copied as `.to()` does.
+// Pinned by test_dynamo_backend.py.
+at::Tensor shareIntoLazy(const at::Tensor& tensor) {
+  TORCH_CHECK(!isLazy(tensor), "share_into_lazy: expected a tensor of the hardware device (",
+              hardwareDevice(), "), got a lazy tensor");
+  if (tensor.device() != hardwareDevice() || tensor.layout() != c10::kStrided) {
+    return tensor.to(c10::Device(c10::DeviceType::Lazy));
+  }
+  metrics::transfers_in.add();
+  return wrapIfFactory(makeMaterializedTensor(tensor.detach()));
+}
+
+at::Tensor shareOutOfLazy(const at::Tensor& tensor) {
+  const LazyTensorImpl& impl = lazyImplOrRaise(tensor, "share_out_of_lazy: expected a lazy tensor");
+  const at::Tensor buffer = materialize(tensor);
+  if (impl.reportsOtherGeometry() || buffer.sizes() != tensor.sizes()) {
+    return tensor.to(hardwareDevice());
+  }
+  metrics::transfers_out.add();
+  return buffer.detach();
+}
+
 // Note [Lifting constructed tensors]
 // torch.tensor, torch.as_tensor and Tensor.new_tensor build a CPU tensor, move it to the lazy
 // device with Functionalize excluded (so _to_copy returns a raw lazy tensor), then call lift_fresh

@@ -182,11 +182,21 @@ def train_sides(make_model, make_opt, batch, loss_fn, compile_ok, read_loss=Fals
     return sides
 
 
-def w_mlp_demo(quick, compile_ok):
+def mlp_demo_batch():
+    """`make demo`'s batch: 256 rows of 64 features and their 10-class labels."""
     g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(256, 64, generator=g), torch.randint(0, 10, (256,), generator=g)
+    return torch.randn(256, 64, generator=g), torch.randint(0, 10, (256,), generator=g)
+
+
+def mlp_demo_model():
+    """`make demo`'s model, its parameters drawn from the global generator."""
+    return nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10))
+
+
+def w_mlp_demo(quick, compile_ok):
+    x, y = mlp_demo_batch()
     return train_sides(
-        lambda: nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10)),
+        mlp_demo_model,
         lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=False),
         (x, y), lambda m, x, y: F.cross_entropy(m(x), y), compile_ok, read_loss=True)
 
@@ -196,10 +206,9 @@ def w_mlp_no_sync(quick, compile_ok):
     (one step of this workload is those 200): the lazy side's trace is cut at its repeated step
     (Note [Automatic step boundaries]). Without the cuts its first run compiles one graph of
     all 200 steps (lazy first s)."""
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(256, 64, generator=g), torch.randint(0, 10, (256,), generator=g)
+    x, y = mlp_demo_batch()
     torch.manual_seed(0)
-    base = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10))
+    base = mlp_demo_model()
     sides = {}
     for side, dev in devices(compile_ok):
         model = copy.deepcopy(base).to(dev)

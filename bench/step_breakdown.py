@@ -29,7 +29,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 import lazyfuse
 import models
@@ -86,10 +85,9 @@ class Side:
 
 
 def mlp_demo_sides():
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(256, 64, generator=g), torch.randint(0, 10, (256,), generator=g)
+    x, y = models.mlp_demo_batch()
     torch.manual_seed(0)
-    base = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10))
+    base = models.mlp_demo_model()
     sides = {}
     for side, dev in (("eager", torch.device("cpu")), ("lazy", LAZY)):
         model = copy.deepcopy(base).to(dev)
