@@ -10,15 +10,25 @@
 #include "kernels/interrupts.h"
 #include "kernels/plan_runner.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 #include "lazy_ir/metrics.h"
+#include "lowering/kernel_ir.h"
 #include "lowering/print_plan.h"
 
 #include <ATen/record_function.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/accumulate.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <sstream>
+#include <thread>
+#include <unordered_map>
 
 namespace lazyfuse {
 namespace {
@@ -167,6 +177,286 @@ void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& 
 
 }  // namespace
 
+// Note [Asynchronous steps]
+// With LAZYFUSE_ASYNC on and the CPU as the hardware device, mark_step() does what a sync does up
+// to the plan (the graph, the values it keeps, the plan from the cache or compiled, the device data
+// it may donate), then hands the plan's run to a worker thread and returns: Python records the
+// next step while this one runs. One step is in flight at a time. Its targets stay pending until
+// the main thread takes its results, which every sync, mark_step(), wait() and read of a value
+// does first (drainAsyncStep): so the worker touches only its graph, plan and buffers, never a
+// LazyData, and nothing reads a value before it is there.
+// - Ops recorded meanwhile read the targets' pending nodes. Each target's node is therefore kept
+//   like the values of Note [Values a sync keeps for later]: once computed, the next graph reads
+//   its buffer instead of computing it again (which could read memory the step donated).
+// - A target that the program pointed at a new value meanwhile (BatchNorm's running stats are
+//   assigned in place) keeps the new value.
+// - An error of the run surfaces at the next sync, mark_step() or wait(), as a sync's would: its
+//   targets are broken (each alone computed again when nothing was donated, Note [Failed
+//   syncs]) and the error is raised there.
+// - The worker runs a plan's fused kernels on one thread (the main thread records beside it).
+//   A graph whose runs the program waited for, more than half of each run, three times in a row
+//   (a large model's step, an optimizer over large tensors, a loop reading each loss at once)
+//   runs synchronously on all threads from then on.
+// - The worker never takes the GIL, and it runs without Ctrl-C handling (Note [Interrupting a
+//   sync]): a wait for it is not interruptible. Plans replayed as CUDA graphs, and any other
+//   hardware device, run synchronously. Counted by AsyncSteps. Pinned by test_async_steps.py.
+extern "C" void omp_set_num_threads(int);  // libgomp, which torch loads: a per-thread setting
+
+namespace {
+
+struct AsyncStep {
+  std::vector<c10::intrusive_ptr<LazyData>> targets;
+  std::vector<Value> roots;
+  std::unique_ptr<Graph> graph;
+  std::vector<uint32_t> keep;
+  std::vector<std::vector<size_t>> kept_slots;
+  std::shared_ptr<const CompiledPlan> plan;
+  bool donates = false;
+  DonationState donation;
+  // Written by the worker; read after `done`.
+  int64_t run_ns = 0;
+  std::vector<at::Tensor> outputs;
+  std::exception_ptr error;
+  bool done = false;
+};
+
+class StepWorker {
+ public:
+  static StepWorker& instance() {
+    static StepWorker* worker = new StepWorker();  // never destroyed: its thread outlives exit
+    return *worker;
+  }
+
+  void submit(std::shared_ptr<AsyncStep> step) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      LF_INTERNAL_ASSERT(!queued_, "an asynchronous step submitted while another waits to run");
+      queued_ = std::move(step);
+    }
+    cv_.notify_all();
+  }
+
+  void waitFor(const AsyncStep& step) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return step.done; });
+  }
+
+ private:
+  StepWorker() {
+    std::thread([this] { loop(); }).detach();
+    // A step still running at exit would run kernels of libraries being unloaded.
+    std::atexit([] { instance().waitIdle(); });
+  }
+
+  void waitIdle() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return !queued_ && !running_; });
+  }
+
+  [[noreturn]] void loop() {
+    // One thread: the main thread records beside it, and a second team of OpenMP threads,
+    // spinning beside the main thread's, would take the cores from the recording and from eager
+    // work alike. A step longer than its recording runs synchronously instead.
+    omp_set_num_threads(1);
+    for (;;) {
+      std::shared_ptr<AsyncStep> step;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return queued_ != nullptr; });
+        step = std::move(queued_);
+        running_ = true;
+      }
+      run(*step);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        step->done = true;
+        running_ = false;
+      }
+      cv_.notify_all();
+    }
+  }
+
+  static void run(AsyncStep& step) {
+    NoInterrupts no_interrupts;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      ScopedTimer timer(metrics::execute_time);
+      RECORD_USER_SCOPE("lazyfuse::execute");
+      step.outputs = runPlan(step.plan->plan, *step.graph, step.plan->kernels.get(),
+                             step.donates ? &step.donation : nullptr);
+    } catch (...) {
+      step.error = std::current_exception();
+    }
+    step.run_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::shared_ptr<AsyncStep> queued_;
+  bool running_ = false;
+};
+
+struct InFlight {
+  std::mutex mutex;  // held while a step's results are taken
+  std::shared_ptr<AsyncStep> step;
+  // Per plan (a graph that runs node by node until it recurs, then fused, has two): its runs on
+  // the worker, the number of its last runs in a row the program waited for, and whether it runs
+  // synchronously from now on (see finishAsyncStep). The entry holds the plan, so that its
+  // address names no other.
+  struct Judgement {
+    std::shared_ptr<const CompiledPlan> plan;
+    int runs = 0;
+    int waited = 0;
+    bool synchronous = false;
+  };
+  std::unordered_map<const CompiledPlan*, Judgement> judgements;
+};
+
+/// A graph's first runs on the worker are not judged: they are slower (fresh buffers, the first
+/// calls of its kernels and of the BLAS on a new thread).
+constexpr int kUnjudgedRuns = 4;
+/// After this many runs of a graph in a row that the program waited for, it runs synchronously.
+constexpr int kWaitedRunsToSync = 3;
+/// Plans judged before those the graph cache no longer holds are forgotten.
+constexpr size_t kMaxJudgements = 1024;
+
+InFlight& inFlight() {
+  static InFlight* in_flight = new InFlight();
+  return *in_flight;
+}
+
+bool holdsRoot(const LazyData& target, const Value& root) {
+  return target.isPending() && target.pendingValue().node.get() == root.node.get() &&
+         target.pendingValue().index == root.index;
+}
+
+/// Takes the results of a finished asynchronous step (main thread), which the program waited
+/// `wait_ns` for; raises its error.
+void finishAsyncStep(AsyncStep& step, int64_t wait_ns) {
+  metrics::buffers_donated.add(step.donation.donated);
+  const std::vector<NodePtr>& nodes = step.graph->nodes();
+  std::vector<LazyData*> targets;
+  for (size_t i = 0; i < step.targets.size(); ++i) {
+    if (holdsRoot(*step.targets[i], step.roots[i])) targets.push_back(step.targets[i].get());
+  }
+  if (step.error) {
+    std::string error;
+    try {
+      std::rethrow_exception(step.error);
+    } catch (const std::exception&) {
+      error = currentErrorMessage();
+    }
+    if (step.donation.donated_data != 0) {
+      for (uint32_t position : step.keep) Graph::setFailed(nodes[position], error);
+      for (LazyData* target : targets) target->setBroken(error);
+    } else if (!targets.empty()) {
+      breakFailedTargets(targets, error);
+    }
+    std::rethrow_exception(step.error);
+  }
+  metrics::kernels_launched.add(static_cast<int64_t>(step.plan->plan.kernels.size()));
+  metrics::graphs_executed.add();
+  metrics::graph_nodes.add(static_cast<int64_t>(nodes.size()));
+  metrics::async_steps.add();
+  // The program waited for more than half of the run: on all threads (at most twice as fast)
+  // the run would have cost it less than the wait. A large model's step, an optimizer over large
+  // tensors, a loop that reads each step's loss at once: synchronous after a few such runs in a
+  // row (a loop's last step, which its end waits for, is one).
+  auto& judgements = inFlight().judgements;
+  if (judgements.size() >= kMaxJudgements) {  // forget plans nothing else holds any more
+    for (auto it = judgements.begin(); it != judgements.end();) {
+      it = it->second.plan.use_count() == 1 ? judgements.erase(it) : std::next(it);
+    }
+  }
+  InFlight::Judgement& judgement = judgements[step.plan.get()];
+  judgement.plan = step.plan;
+  if (++judgement.runs > kUnjudgedRuns) {
+    judgement.waited = 2 * wait_ns <= step.run_ns ? 0 : judgement.waited + 1;
+    judgement.synchronous = judgement.waited >= kWaitedRunsToSync;
+  }
+  for (size_t k = 0; k < step.keep.size(); ++k) {
+    std::vector<at::Tensor> values;
+    for (size_t slot : step.kept_slots[k]) values.push_back(step.outputs[slot]);
+    Graph::setComputed(nodes[step.keep[k]], std::move(values));
+  }
+  metrics::values_kept.add(static_cast<int64_t>(step.keep.size()));
+  // A target takes its node's computed value: one device data node stands for the buffer, as
+  // for a kept value, so later steps may donate it (Note [Donated buffers]).
+  for (size_t i = 0; i < step.targets.size(); ++i) {
+    LazyData& target = *step.targets[i];
+    if (holdsRoot(target, step.roots[i]) && !target.takeComputed()) {
+      target.setBuffer(step.outputs[i]);
+    }
+  }
+}
+
+/// Waits for the step in flight, if any, and takes its results. See Note [Asynchronous steps].
+void drainAsyncStep() {
+  InFlight& in_flight = inFlight();
+  std::lock_guard<std::mutex> lock(in_flight.mutex);
+  if (!in_flight.step) return;
+  c10::impl::ExcludeDispatchKeyGuard no_python_modes(  // Note [Syncs below Python modes]
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  std::shared_ptr<AsyncStep> step = std::move(in_flight.step);
+  const auto start = std::chrono::steady_clock::now();
+  StepWorker::instance().waitFor(*step);
+  const int64_t wait_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  finishAsyncStep(*step, wait_ns);
+}
+
+/// Starts the run of the pending values of `data` on the worker thread; false when they must be
+/// synced as usual instead (nothing has changed then). See Note [Asynchronous steps].
+bool submitAsyncStep(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
+  auto step = std::make_shared<AsyncStep>();
+  std::vector<LazyData*> targets;
+  for (const auto& d : data) {
+    if (!d->isPending() || d->isBroken()) continue;
+    step->targets.push_back(d);
+    step->roots.push_back(d->pendingValue());
+    targets.push_back(d.get());
+  }
+  if (targets.empty()) return false;
+  step->graph = std::make_unique<Graph>(Graph::fromRoots(step->roots));
+  Graph& graph = *step->graph;
+  std::vector<at::Tensor> shared;
+  if (renamesDeviceData(graph, shared)) return false;
+  const std::vector<size_t> internal = internalUses(graph, step->roots, targets);
+  step->keep = nodesToKeep(graph, internal);
+  for (size_t i = 0; i < step->roots.size(); ++i) {
+    const uint32_t position = graph.outputs()[i].position;
+    const NodePtr& node = graph.nodes()[position];
+    if (node.get() != step->roots[i].node.get() || node->kind() != OpKind::kAten) continue;
+    if (std::find(step->keep.begin(), step->keep.end(), position) == step->keep.end()) {
+      step->keep.push_back(position);
+    }
+  }
+  step->kept_slots = addKeptOutputs(graph, step->keep);
+  try {
+    InterruptibleSync interruptible;
+    step->plan = planFor(graph).plan;
+  } catch (const SyncInterrupted& interrupted) {
+    std::rethrow_exception(interrupted.cause);  // nothing ran: the targets stay pending
+  } catch (const std::exception&) {
+    return false;  // the sync compiles again and raises as a sync does
+  }
+  if (step->plan->replayable()) return false;
+  step->donates = hasDonations(step->plan->plan);
+  if (step->donates) step->donation.free_data = freeDataInputs(graph, internal);
+  InFlight& in_flight = inFlight();
+  std::lock_guard<std::mutex> lock(in_flight.mutex);
+  auto judged = in_flight.judgements.find(step->plan.get());
+  if (judged != in_flight.judgements.end() && judged->second.synchronous) return false;
+  in_flight.step = step;
+  StepWorker::instance().submit(std::move(step));
+  return true;
+}
+
+}  // namespace
+
 // Note [Syncs below Python modes]
 // A sync runs ATen on the hardware device's buffers: extern calls, reading a host scalar's value.
 // Those calls are lazyfuse's, not the program's, so a TorchDispatchMode the program has active
@@ -177,6 +467,7 @@ void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& 
 void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
   c10::impl::ExcludeDispatchKeyGuard no_python_modes(
       c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  drainAsyncStep();  // Note [Asynchronous steps]
   std::vector<LazyData*> targets;
   for (const auto& d : data) {
     d->checkNotBroken();
@@ -210,12 +501,23 @@ void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
 }
 
 void syncLiveTensors() {
-  noteSync();  // even with nothing pending: a step of the program's own
+  drainAsyncStep();  // Note [Asynchronous steps]
+  noteSync();        // even with nothing pending: a step of the program's own
   auto live = livePendingData();
+  if (config::asyncSteps() && hardwareDevice().is_cpu()) {
+    c10::impl::ExcludeDispatchKeyGuard no_python_modes(
+        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    for (const auto& d : live) d->checkNotBroken();
+    for (const auto& d : live) {
+      if (d->isPending()) d->takeComputed();  // See Note [Values a sync keeps for later]
+    }
+    if (submitAsyncStep(live)) return;
+  }
   syncData(live);
 }
 
 void waitDevice() {
+  drainAsyncStep();  // Note [Asynchronous steps]
   // The hardware device's target: CUDA emulation has nothing queued either.
   const c10::Device device = hardwareDevice();
   findTarget(device.is_cuda() ? "cuda" : "cpu")->synchronize(device);

@@ -81,7 +81,7 @@ void cut(std::unique_lock<std::mutex>& lock, bool at_period) {
   RECORD_FUNCTION(at_period ? "lazyfuse::step_cut" : "lazyfuse::trace_limit_cut",
                   std::vector<c10::IValue>());
   try {
-    syncData(livePendingData());
+    syncLiveTensors();  // on a worker thread with LAZYFUSE_ASYNC: Note [Asynchronous steps]
   } catch (c10::Error& e) {
     // It surfaces at whatever op was being recorded: say where it comes from.
     e.add_context(

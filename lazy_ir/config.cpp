@@ -77,6 +77,9 @@ const std::vector<Setting>& settings() {
        "let fused kernels write their outputs into the memory of inputs nothing else holds"},
       {"LAZYFUSE_CUDA_GRAPHS", "0 or off", "on", ReadAt::kEachRun,
        "replay recurring plans on a GPU as CUDA graphs"},
+      {"LAZYFUSE_ASYNC", "anything but empty, 0, off", "off", ReadAt::kEachRun,
+       "on the CPU, mark_step() hands the step's plan to a worker thread and returns; the next "
+       "sync waits for it"},
       {"LAZYFUSE_BUFFER_POOL_MB", "a whole number of MiB, 0 turns the pool off", "1024",
        ReadAt::kOnce, "the most memory the CPU buffer pool keeps for reuse"},
       {"LAZYFUSE_TRACE_LIMIT", "a whole number of ops, 0 turns cuts off", "10000", ReadAt::kEachRun,
@@ -204,6 +207,8 @@ bool donation() {
 }
 
 bool cudaGraphs() { return notSwitchedOff("LAZYFUSE_CUDA_GRAPHS"); }
+
+bool asyncSteps() { return switchedOn("LAZYFUSE_ASYNC"); }
 
 size_t bufferPoolLimitBytes() {
   const int64_t mb = wholeNumber("LAZYFUSE_BUFFER_POOL_MB", 1024, "of MiB (0 turns the pool off)");

@@ -88,6 +88,9 @@ bool verifyMeta();
 bool donation();
 /// LAZYFUSE_CUDA_GRAPHS: 0 or off turns CUDA graph replay off. Each run.
 bool cudaGraphs();
+/// LAZYFUSE_ASYNC: anything but unset, "", 0 or off runs mark_step()'s plans on a worker thread
+/// on the CPU (Note [Asynchronous steps] in backend/graph_executor.cpp). Each mark_step.
+bool asyncSteps();
 /// LAZYFUSE_BUFFER_POOL_MB: the CPU buffer pool's limit in bytes (default 1 GiB; 0 turns it
 /// off); a value that is not a whole number raises. Once.
 size_t bufferPoolLimitBytes();

@@ -90,6 +90,7 @@ Counter& ops_recorded = *new Counter("OpsRecorded");
 Counter& cached_compile = *new Counter("CachedCompile");
 Counter& uncached_compile = *new Counter("UncachedCompile");
 Counter& graphs_executed = *new Counter("GraphsExecuted");
+Counter& async_steps = *new Counter("AsyncSteps");
 Counter& graph_nodes = *new Counter("GraphNodes");
 Counter& meta_cache_miss = *new Counter("MetaCacheMiss");
 Counter& meta_template_hits = *new Counter("MetaTemplateHits");

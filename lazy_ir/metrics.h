@@ -73,6 +73,7 @@ extern Counter& ops_recorded;        // OpsRecorded: nodes recorded into the tra
 extern Counter& cached_compile;      // CachedCompile: syncs served from the graph cache
 extern Counter& uncached_compile;    // UncachedCompile: graphs lowered anew
 extern Counter& graphs_executed;     // GraphsExecuted
+extern Counter& async_steps;         // AsyncSteps: plans mark_step() ran on the worker thread
 extern Counter& graph_nodes;         // GraphNodes: nodes over all executed graphs
 extern Counter& meta_cache_miss;     // MetaCacheMiss: ops inferred on Meta
 extern Counter& meta_template_hits;  // MetaTemplateHits: meta-cache misses served by a template

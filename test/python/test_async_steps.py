@@ -1,0 +1,112 @@
+"""mark_step() with LAZYFUSE_ASYNC=1: the step runs on a worker thread while the program records the
+next one, and every result matches eager CPU. See Note [Asynchronous steps]."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import lazyfuse
+
+pytestmark = pytest.mark.skipif(lazyfuse.hardware_device() != "cpu",
+                                reason="asynchronous steps run on the CPU only")
+
+
+@pytest.fixture(autouse=True)
+def async_steps(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_ASYNC", "1")
+    yield
+    lazyfuse.wait()
+
+
+def async_count():
+    return lazyfuse.metrics().get("AsyncSteps", 0)
+
+
+def test_training_steps_match_eager_and_run_on_the_worker():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.GELU(), nn.Linear(32, 4))
+    ref = copy.deepcopy(model)
+    lazy = copy.deepcopy(model).to("lazy")
+    x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
+    xl, yl = x.to("lazy"), y.to("lazy")
+    opt = torch.optim.SGD(lazy.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    before = async_count()
+    losses, ref_losses = [], []
+    for _ in range(5):
+        opt.zero_grad()
+        loss = F.cross_entropy(lazy(xl), yl)
+        loss.backward()
+        opt.step()
+        lazyfuse.mark_step()  # returns while the step runs; the next one is recorded meanwhile
+        losses.append(loss)
+        ref_opt.zero_grad()
+        ref_loss = F.cross_entropy(ref(x), y)
+        ref_loss.backward()
+        ref_opt.step()
+        ref_losses.append(ref_loss.detach())
+    lazyfuse.wait()  # takes the last step's results
+    assert async_count() - before == 5
+    torch.testing.assert_close(torch.stack([l.cpu() for l in losses]), torch.stack(ref_losses))
+    for p, q in zip(lazy.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.cpu(), q)
+    for p, q in zip(lazy.buffers(), ref.buffers()):  # BatchNorm's running stats, assigned in place
+        torch.testing.assert_close(p.cpu(), q)
+
+
+def test_ops_recorded_on_a_step_in_flight_read_its_results():
+    x = torch.randn(32, 32)
+    lazy = x.to("lazy")
+    w = (lazy * 2).exp()
+    lazyfuse.mark_step()
+    v = w.sum(0) + w[0]  # recorded while the step that computes w runs
+    u = w.t() @ w
+    lazyfuse.mark_step()
+    expected = (x * 2).exp()
+    torch.testing.assert_close(v.cpu(), expected.sum(0) + expected[0])
+    torch.testing.assert_close(u.cpu(), expected.t() @ expected)
+    torch.testing.assert_close(w.cpu(), expected)
+
+
+def test_cache_written_in_place_across_steps():
+    cache = torch.zeros(4, 8, 6)
+    lazy_cache = cache.to("lazy")
+    for t in range(8):
+        row = torch.full((4, 1, 6), float(t + 1))
+        pos = torch.tensor([t])
+        cache.index_copy_(1, pos, row)
+        lazy_cache.index_copy_(1, pos.to("lazy"), row.to("lazy"))
+        lazyfuse.mark_step()
+    torch.testing.assert_close(lazy_cache.cpu(), cache)
+
+
+def test_an_error_surfaces_at_the_next_sync_and_the_process_goes_on():
+    x = torch.randn(5).to("lazy")
+    bad = x[torch.tensor([7]).to("lazy")]  # out of range: known only when the step runs
+    lazyfuse.mark_step()
+    with pytest.raises(IndexError, match="out of bounds"):  # eager's exception
+        lazyfuse.wait()
+    with pytest.raises(RuntimeError, match="out of bounds"):  # the value it left broken
+        bad.cpu()
+    y = torch.arange(4.0).to("lazy") * 3
+    lazyfuse.mark_step()
+    torch.testing.assert_close(y.cpu(), torch.arange(4.0) * 3)
+
+
+def test_a_loop_that_never_syncs_is_cut_on_the_worker():
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8).to("lazy")
+    ref = nn.Linear(8, 8)
+    ref.load_state_dict({k: v.cpu() for k, v in lin.state_dict().items()})
+    x = torch.randn(4, 8)
+    xl = x.to("lazy")
+    before = async_count()
+    with torch.no_grad():
+        for _ in range(120):
+            lin.weight.mul_(0.99).add_(lin(xl).mean() * 1e-3)
+            ref.weight.mul_(0.99).add_(ref(x).mean() * 1e-3)
+    torch.testing.assert_close(lin.weight.cpu(), ref.weight, rtol=1e-4, atol=1e-5)
+    assert async_count() > before  # the trace was cut at its repeated step, asynchronously
