@@ -101,10 +101,14 @@ std::shared_ptr<const AtenCallAttrs> CallRecorder::inferOnMeta(HashValue key) {
     op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
   };
   // See Note [Meta layout corrections]: they take the Meta arguments, which the run consumes.
+  const std::optional<size_t> alpha = layoutChangingAlpha(traits_.meta_layout, args_);
+  const MetaLayout layout = traits_.meta_layout;
   torch::jit::Stack meta_args;
-  if (traits_.meta_layout != MetaLayout::kAsMeta) meta_args = meta_stack;
+  if (alpha || layout == MetaLayout::kIterator || layout == MetaLayout::kLdexp) {
+    meta_args = meta_stack;
+  }
   runOnMeta(meta_stack);
-  if (const std::optional<size_t> alpha = layoutChangingAlpha(traits_.meta_layout, args_)) {
+  if (alpha) {
     // add and sub write no argument, so only the returns change.
     meta_args[*alpha] = c10::IValue(c10::Scalar(int64_t{1}));
     meta_stack = meta_args;

@@ -15,10 +15,10 @@
 #include "lowering/kernel_ir.h"
 #include "lowering/print_plan.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
-#include <c10/util/accumulate.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -194,12 +195,14 @@ void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& 
 //   targets are broken (each alone computed again when nothing was donated, Note [Failed
 //   syncs]) and the error is raised there.
 // - The worker runs a plan's fused kernels on one thread (the main thread records beside it).
-//   A graph whose runs the program waited for, more than half of each run, three times in a row
+//   A plan whose runs the program waited for, more than half of each run, four times in a row
 //   (a large model's step, an optimizer over large tensors, a loop reading each loss at once)
-//   runs synchronously on all threads from then on.
-// - The worker never takes the GIL, and it runs without Ctrl-C handling (Note [Interrupting a
-//   sync]): a wait for it is not interruptible. Plans replayed as CUDA graphs, and any other
-//   hardware device, run synchronously. Counted by AsyncSteps. Pinned by test_async_steps.py.
+//   runs synchronously on all threads for its next 200 runs (on the main thread, from the graph
+//   and plan mark_step() made), then is tried on the worker again.
+// - The worker never takes the GIL, and Ctrl-C does not stop its run (Note [Interrupting a
+//   sync] covers the main thread's syncs): a wait for it is not interruptible. Plans replayed as
+//   CUDA graphs, and any other hardware device, run synchronously. Counted by AsyncSteps. Pinned by
+//   test_async_steps.py.
 extern "C" void omp_set_num_threads(int);  // libgomp, which torch loads: a per-thread setting
 
 namespace {
@@ -257,6 +260,8 @@ class StepWorker {
     // One thread: the main thread records beside it, and a second team of OpenMP threads,
     // spinning beside the main thread's, would take the cores from the recording and from eager
     // work alike. A step longer than its recording runs synchronously instead.
+    // at::parallel_for sets a new thread's count on its first call: set it first, then ours.
+    at::internal::lazy_init_num_threads();
     omp_set_num_threads(1);
     for (;;) {
       std::shared_ptr<AsyncStep> step;
@@ -277,7 +282,6 @@ class StepWorker {
   }
 
   static void run(AsyncStep& step) {
-    NoInterrupts no_interrupts;
     const auto start = std::chrono::steady_clock::now();
     try {
       ScopedTimer timer(metrics::execute_time);
@@ -309,7 +313,7 @@ struct InFlight {
     std::shared_ptr<const CompiledPlan> plan;
     int runs = 0;
     int waited = 0;
-    bool synchronous = false;
+    int synchronous_runs_left = 0;  // > 0: runs synchronously
   };
   std::unordered_map<const CompiledPlan*, Judgement> judgements;
 };
@@ -317,8 +321,11 @@ struct InFlight {
 /// A graph's first runs on the worker are not judged: they are slower (fresh buffers, the first
 /// calls of its kernels and of the BLAS on a new thread).
 constexpr int kUnjudgedRuns = 4;
-/// After this many runs of a graph in a row that the program waited for, it runs synchronously.
-constexpr int kWaitedRunsToSync = 3;
+/// After this many runs of a plan in a row that the program waited for, it runs synchronously
+/// for kSynchronousRuns runs, then is tried on the worker again (what the program does beside it,
+/// or the load of the machine, may have changed).
+constexpr int kWaitedRunsToSync = 4;
+constexpr int kSynchronousRuns = 200;
 /// Plans judged before those the graph cache no longer holds are forgotten.
 constexpr size_t kMaxJudgements = 1024;
 
@@ -333,8 +340,8 @@ bool holdsRoot(const LazyData& target, const Value& root) {
 }
 
 /// Takes the results of a finished asynchronous step (main thread), which the program waited
-/// `wait_ns` for; raises its error.
-void finishAsyncStep(AsyncStep& step, int64_t wait_ns) {
+/// `wait_ns` for (nullopt: it ran on the main thread); raises its error.
+void finishAsyncStep(AsyncStep& step, std::optional<int64_t> wait_ns) {
   metrics::buffers_donated.add(step.donation.donated);
   const std::vector<NodePtr>& nodes = step.graph->nodes();
   std::vector<LazyData*> targets;
@@ -359,22 +366,27 @@ void finishAsyncStep(AsyncStep& step, int64_t wait_ns) {
   metrics::kernels_launched.add(static_cast<int64_t>(step.plan->plan.kernels.size()));
   metrics::graphs_executed.add();
   metrics::graph_nodes.add(static_cast<int64_t>(nodes.size()));
-  metrics::async_steps.add();
+  if (wait_ns) metrics::async_steps.add();
   // The program waited for more than half of the run: on all threads (at most twice as fast)
   // the run would have cost it less than the wait. A large model's step, an optimizer over large
   // tensors, a loop that reads each step's loss at once: synchronous after a few such runs in a
   // row (a loop's last step, which its end waits for, is one).
   auto& judgements = inFlight().judgements;
-  if (judgements.size() >= kMaxJudgements) {  // forget plans nothing else holds any more
+  if (wait_ns && judgements.size() >= kMaxJudgements) {  // forget plans nothing else holds any more
     for (auto it = judgements.begin(); it != judgements.end();) {
       it = it->second.plan.use_count() == 1 ? judgements.erase(it) : std::next(it);
     }
   }
-  InFlight::Judgement& judgement = judgements[step.plan.get()];
-  judgement.plan = step.plan;
-  if (++judgement.runs > kUnjudgedRuns) {
-    judgement.waited = 2 * wait_ns <= step.run_ns ? 0 : judgement.waited + 1;
-    judgement.synchronous = judgement.waited >= kWaitedRunsToSync;
+  if (wait_ns) {  // a run on the main thread is not judged
+    InFlight::Judgement& judgement = judgements[step.plan.get()];
+    judgement.plan = step.plan;
+    if (++judgement.runs > kUnjudgedRuns) {
+      judgement.waited = 2 * *wait_ns <= step.run_ns ? 0 : judgement.waited + 1;
+      if (judgement.waited >= kWaitedRunsToSync) {
+        judgement.waited = 0;
+        judgement.synchronous_runs_left = kSynchronousRuns;
+      }
+    }
   }
   for (size_t k = 0; k < step.keep.size(); ++k) {
     std::vector<at::Tensor> values;
@@ -405,7 +417,7 @@ void drainAsyncStep() {
   const int64_t wait_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
-  finishAsyncStep(*step, wait_ns);
+  finishAsyncStep(*step, std::optional<int64_t>(wait_ns));
 }
 
 /// Starts the run of the pending values of `data` on the worker thread; false when they must be
@@ -414,7 +426,7 @@ bool submitAsyncStep(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
   auto step = std::make_shared<AsyncStep>();
   std::vector<LazyData*> targets;
   for (const auto& d : data) {
-    if (!d->isPending() || d->isBroken()) continue;
+    if (!d->isPending()) continue;
     step->targets.push_back(d);
     step->roots.push_back(d->pendingValue());
     targets.push_back(d.get());
@@ -447,11 +459,33 @@ bool submitAsyncStep(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
   step->donates = hasDonations(step->plan->plan);
   if (step->donates) step->donation.free_data = freeDataInputs(graph, internal);
   InFlight& in_flight = inFlight();
+  {
+    std::lock_guard<std::mutex> lock(in_flight.mutex);
+    if (in_flight.step) return false;  // another thread's mark_step() got here first
+    auto judged = in_flight.judgements.find(step->plan.get());
+    if (judged == in_flight.judgements.end() || judged->second.synchronous_runs_left <= 0) {
+      StepWorker::instance().submit(step);  // published only once the worker has it
+      in_flight.step = std::move(step);
+      return true;
+    }
+    --judged->second.synchronous_runs_left;
+  }
+  // Judged synchronous: run it here, on all threads, from the graph and plan made above.
+  try {
+    InterruptibleSync interruptible;
+    ScopedTimer timer(metrics::execute_time);
+    RECORD_USER_SCOPE("lazyfuse::execute");
+    step->outputs = runPlan(step->plan->plan, graph, step->plan->kernels.get(),
+                            step->donates ? &step->donation : nullptr);
+  } catch (const SyncInterrupted& interrupted) {
+    metrics::buffers_donated.add(step->donation.donated);
+    afterInterrupt(targets, step->donation);
+    std::rethrow_exception(interrupted.cause);
+  } catch (const std::exception&) {
+    step->error = std::current_exception();
+  }
   std::lock_guard<std::mutex> lock(in_flight.mutex);
-  auto judged = in_flight.judgements.find(step->plan.get());
-  if (judged != in_flight.judgements.end() && judged->second.synchronous) return false;
-  in_flight.step = step;
-  StepWorker::instance().submit(std::move(step));
+  finishAsyncStep(*step, std::nullopt);
   return true;
 }
 

@@ -12,11 +12,15 @@
 
 namespace lazyfuse {
 
-/// Materializes every pending entry of `data` with one graph execution.
+/// Materializes every pending entry of `data` with one graph execution. First takes the results
+/// of an asynchronous step in flight, and raises its error if it failed (Note [Asynchronous
+/// steps]).
 void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data);
-/// Syncs every live lazy tensor and starts a new trace.
+/// Syncs every live lazy tensor and starts a new trace; with LAZYFUSE_ASYNC, may return while the
+/// step runs on the worker thread (Note [Asynchronous steps]).
 void syncLiveTensors();
-/// Waits for work queued on the hardware device.
+/// Waits for work queued on the hardware device, and for an asynchronous step in flight (raising
+/// its error if it failed).
 void waitDevice();
 /// The buffer of a lazy tensor (raw or wrapped), syncing it first if it is pending.
 at::Tensor materialize(const at::Tensor& tensor);

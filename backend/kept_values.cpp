@@ -28,7 +28,8 @@ namespace lazyfuse::detail {
 // takes the buffer when next synced. So each step's graph starts from stored values, as eager's
 // steps do, and its hash recurs. A random op computed once keeps its values too, as eager
 // would. A mark_step() syncs every live tensor: nothing outside its targets holds a value, so
-// it keeps no extra outputs.
+// it keeps no extra outputs (an asynchronous one keeps its targets' nodes: Note [Asynchronous
+// steps]).
 // Donation (Note [Donated buffers]) follows: what a kept node reads is not held by it, since
 // nothing will compute the node again, so the loop's optimizer updates its state in place as
 // under mark_step(). Device data standing for a computed node may be donated when nothing

@@ -86,7 +86,8 @@ void cut(std::unique_lock<std::mutex>& lock, bool at_period) {
     // It surfaces at whatever op was being recorded: say where it comes from.
     e.add_context(
         "raised by a sync lazyfuse started itself, to cut a trace no sync of the program ended "
-        "(Note [Automatic step boundaries]; LAZYFUSE_TRACE_LIMIT=0 turns these cuts off)");
+        "(Note [Automatic step boundaries]; LAZYFUSE_TRACE_LIMIT=0 turns these cuts off), or by "
+        "the step before it, run asynchronously (Note [Asynchronous steps])");
     throw;
   }
 }

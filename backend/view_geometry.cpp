@@ -17,7 +17,6 @@
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/InferSize.h>
-#include <ATen/TensorIterator.h>
 #include <ATen/TensorUtils.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/strides.h>

@@ -58,16 +58,20 @@ def test_training_steps_match_eager_and_run_on_the_worker():
 
 
 def test_ops_recorded_on_a_step_in_flight_read_its_results():
-    x = torch.randn(32, 32)
+    x = torch.randn(256, 256)
     lazy = x.to("lazy")
-    w = (lazy * 2).exp()
+    before = async_count()
+    w = (lazy * 0.5).exp().sin()
     lazyfuse.mark_step()
-    v = w.sum(0) + w[0]  # recorded while the step that computes w runs
+    v = w.sum(0) + w[0]  # recorded while the step that computes w may still run
     u = w.t() @ w
     lazyfuse.mark_step()
-    expected = (x * 2).exp()
-    torch.testing.assert_close(v.cpu(), expected.sum(0) + expected[0])
-    torch.testing.assert_close(u.cpu(), expected.t() @ expected)
+    lazyfuse.wait()
+    assert async_count() - before == 2
+    expected = (x * 0.5).exp().sin()
+    torch.testing.assert_close(v.cpu(), expected.sum(0) + expected[0], rtol=1e-5, atol=1e-5)
+    # The worker's matmul runs on one thread: another summation order than eager's.
+    torch.testing.assert_close(u.cpu(), expected.t() @ expected, rtol=1e-4, atol=1e-3)
     torch.testing.assert_close(w.cpu(), expected)
 
 
@@ -81,6 +85,7 @@ def test_cache_written_in_place_across_steps():
         lazy_cache.index_copy_(1, pos.to("lazy"), row.to("lazy"))
         lazyfuse.mark_step()
     torch.testing.assert_close(lazy_cache.cpu(), cache)
+    assert lazyfuse.metrics()["AsyncSteps"] > 0
 
 
 def test_an_error_surfaces_at_the_next_sync_and_the_process_goes_on():
@@ -110,3 +115,23 @@ def test_a_loop_that_never_syncs_is_cut_on_the_worker():
             ref.weight.mul_(0.99).add_(ref(x).mean() * 1e-3)
     torch.testing.assert_close(lin.weight.cpu(), ref.weight, rtol=1e-4, atol=1e-5)
     assert async_count() > before  # the trace was cut at its repeated step, asynchronously
+
+
+def test_a_step_the_program_always_waits_for_runs_synchronously():
+    # Reading the loss right after each mark_step() waits for the whole run: after its first
+    # runs, the plan runs synchronously (on all threads) instead of on the worker.
+    torch.manual_seed(0)
+    lin = nn.Linear(256, 256).to("lazy")  # a run long next to the Python between the two calls
+    opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+    x = torch.randn(1024, 256).to("lazy")
+    counts = []
+    for _ in range(30):  # sticky once switched: a run another process slowed cannot undo it
+        opt.zero_grad()
+        loss = lin(x).square().mean()
+        loss.backward()
+        opt.step()
+        lazyfuse.mark_step()
+        loss.item()
+        counts.append(async_count())
+    assert counts[-1] - counts[-6] == 0  # the last steps ran synchronously
+    assert counts[-1] - counts[0] > 0  # the first ones on the worker

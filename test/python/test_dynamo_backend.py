@@ -42,6 +42,7 @@ def test_backend_is_found_by_name_and_runs_one_fused_plan_per_call():
     # The second call records the same graph: its plan comes from the cache, nothing compiles.
     assert after["CachedCompile"] == before.get("CachedCompile", 0) + 1
     assert after.get("UncachedCompile", 0) == before.get("UncachedCompile", 0)
+    assert after["GraphsExecuted"] == before["GraphsExecuted"] + 1
 
 
 def test_training_steps_match_eager():
