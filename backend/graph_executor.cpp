@@ -68,6 +68,27 @@ bool renamesDeviceData(const Graph& graph, std::vector<at::Tensor>& buffers) {
 
 std::string currentErrorMessage();
 
+/// After a run of `plan` over `graph` gave `outputs`: counts it, and gives each node at `keep` its
+/// values (the outputs at `kept_slots`). See Note [Values a sync keeps for later].
+void keepComputedValues(const CompiledPlan& plan, const Graph& graph,
+                        const std::vector<uint32_t>& keep,
+                        const std::vector<std::vector<size_t>>& kept_slots,
+                        const std::vector<at::Tensor>& outputs) {
+  metrics::kernels_launched.add(static_cast<int64_t>(plan.plan.kernels.size()));
+  metrics::graphs_executed.add();
+  metrics::graph_nodes.add(static_cast<int64_t>(graph.nodes().size()));
+  for (size_t k = 0; k < keep.size(); ++k) {
+    std::vector<at::Tensor> values;
+    for (size_t slot : kept_slots[k]) values.push_back(outputs[slot]);
+    Graph::setComputed(graph.nodes()[keep[k]], std::move(values));
+  }
+  metrics::values_kept.add(static_cast<int64_t>(keep.size()));
+}
+
+/// The dispatch keys of Python modes, which a sync runs below: Note [Syncs below Python modes].
+const c10::DispatchKeySet kPythonModeKeys({c10::DispatchKey::Python,
+                                           c10::DispatchKey::PythonTLSSnapshot});
+
 /// Runs one graph computing the pending values of `targets` and stores the results in them.
 /// `donation` counts the outputs written into donated memory, also when the run fails.
 void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) {
@@ -114,15 +135,7 @@ void runTargets(const std::vector<LazyData*>& targets, DonationState& donation) 
     }
     metrics::buffers_donated.add(donation.donated);
   }
-  metrics::kernels_launched.add(static_cast<int64_t>(plan->plan.kernels.size()));
-  metrics::graphs_executed.add();
-  metrics::graph_nodes.add(static_cast<int64_t>(graph.nodes().size()));
-  for (size_t k = 0; k < keep.size(); ++k) {
-    std::vector<at::Tensor> values;
-    for (size_t slot : kept_slots[k]) values.push_back(outputs[slot]);
-    Graph::setComputed(graph.nodes()[keep[k]], std::move(values));
-  }
-  metrics::values_kept.add(static_cast<int64_t>(keep.size()));
+  keepComputedValues(*plan, graph, keep, kept_slots, outputs);
   for (size_t i = 0; i < targets.size(); ++i) targets[i]->setBuffer(std::move(outputs[i]));
 }
 
@@ -363,9 +376,6 @@ void finishAsyncStep(AsyncStep& step, std::optional<int64_t> wait_ns) {
     }
     std::rethrow_exception(step.error);
   }
-  metrics::kernels_launched.add(static_cast<int64_t>(step.plan->plan.kernels.size()));
-  metrics::graphs_executed.add();
-  metrics::graph_nodes.add(static_cast<int64_t>(nodes.size()));
   if (wait_ns) metrics::async_steps.add();
   // The program waited for more than half of the run: on all threads (at most twice as fast)
   // the run would have cost it less than the wait. A large model's step, an optimizer over large
@@ -388,12 +398,7 @@ void finishAsyncStep(AsyncStep& step, std::optional<int64_t> wait_ns) {
       }
     }
   }
-  for (size_t k = 0; k < step.keep.size(); ++k) {
-    std::vector<at::Tensor> values;
-    for (size_t slot : step.kept_slots[k]) values.push_back(step.outputs[slot]);
-    Graph::setComputed(nodes[step.keep[k]], std::move(values));
-  }
-  metrics::values_kept.add(static_cast<int64_t>(step.keep.size()));
+  keepComputedValues(*step.plan, *step.graph, step.keep, step.kept_slots, step.outputs);
   // A target takes its node's computed value: one device data node stands for the buffer, as
   // for a kept value, so later steps may donate it (Note [Donated buffers]).
   for (size_t i = 0; i < step.targets.size(); ++i) {
@@ -410,7 +415,7 @@ void drainAsyncStep() {
   std::lock_guard<std::mutex> lock(in_flight.mutex);
   if (!in_flight.step) return;
   c10::impl::ExcludeDispatchKeyGuard no_python_modes(  // Note [Syncs below Python modes]
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+      kPythonModeKeys);
   std::shared_ptr<AsyncStep> step = std::move(in_flight.step);
   const auto start = std::chrono::steady_clock::now();
   StepWorker::instance().waitFor(*step);
@@ -499,8 +504,7 @@ bool submitAsyncStep(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
 // with the Python dispatch keys excluded, as the kernels below a mode's own handling would.
 // Pinned by test_dynamo_backend.py.
 void syncData(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
-  c10::impl::ExcludeDispatchKeyGuard no_python_modes(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  c10::impl::ExcludeDispatchKeyGuard no_python_modes(kPythonModeKeys);
   drainAsyncStep();  // Note [Asynchronous steps]
   std::vector<LazyData*> targets;
   for (const auto& d : data) {
@@ -539,8 +543,7 @@ void syncLiveTensors() {
   noteSync();        // even with nothing pending: a step of the program's own
   auto live = livePendingData();
   if (config::asyncSteps() && hardwareDevice().is_cpu()) {
-    c10::impl::ExcludeDispatchKeyGuard no_python_modes(
-        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    c10::impl::ExcludeDispatchKeyGuard no_python_modes(kPythonModeKeys);
     for (const auto& d : live) d->checkNotBroken();
     for (const auto& d : live) {
       if (d->isPending()) d->takeComputed();  // See Note [Values a sync keeps for later]

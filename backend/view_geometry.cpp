@@ -393,25 +393,6 @@ void reportGeometries(const ViewGeometries& geometries, torch::jit::Stack& stack
   }
 }
 
-/// Whether `pred` holds for a tensor in `args` (in a tensor, a tensor list or a list of optional
-/// tensors); calls it on each until it does.
-template <typename Pred>
-bool anyTensorIn(const torch::jit::Stack& args, Pred pred) {
-  for (const c10::IValue& v : args) {
-    if (v.isTensor() && pred(v.toTensor())) return true;
-    if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) {
-        if (pred(t)) return true;
-      }
-    } else if (v.isList()) {
-      for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor() && pred(e.toTensor())) return true;
-      }
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
@@ -435,22 +416,24 @@ void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
 void reportResultGeometry(const c10::OperatorHandle& op, const OpTraits& traits, HashValue key,
                           const torch::jit::Stack& args, torch::jit::Stack& stack,
                           size_t num_results) {
-  auto reportsOther = [](const at::Tensor& t) {
-    auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
-    return impl != nullptr && impl->reportsOtherGeometry();
-  };
-  auto hashGeometry = [&](const at::Tensor& t) {
-    auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
-    if (impl != nullptr) {
-      key = hashCombine(hashInts(key, impl->strides()), impl->storage_offset());
-    }
-    return false;
-  };
+  bool other = false;
+  for (const c10::IValue& v : args) {
+    forEachTensor(v, [&](const at::Tensor& t) {
+      auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
+      other = other || (impl != nullptr && impl->reportsOtherGeometry());
+    });
+  }
   // A result's trace strides are eager's (Note [Meta layout corrections]) unless an input reports
   // another geometry than its trace strides, or the op is a convolution (Note [Convolution
   // layout]).
-  if (!anyTensorIn(args, reportsOther) && traits.meta_layout != MetaLayout::kConvolution) return;
-  anyTensorIn(args, hashGeometry);
+  if (!other && traits.meta_layout != MetaLayout::kConvolution) return;
+  for (const c10::IValue& v : args) {
+    forEachTensor(v, [&](const at::Tensor& t) {
+      auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
+      if (impl != nullptr)
+        key = hashCombine(hashInts(key, impl->strides()), impl->storage_offset());
+    });
+  }
   key = hashCombine(key, 0x7e5a17ULL);  // apart from the view geometries' keys
   auto geometries = cachedGeometry(key, [&] {
     std::optional<ViewGeometries> computed = computeResultGeometry(op);
