@@ -135,11 +135,18 @@ test-opinfo-fused: build
 opinfo: build
 	$(PY) test/opinfo/make_coverage.py
 
-# A LibTorch program that only links lazyfuse::lazyfuse from the installed CMake package.
+# LibTorch programs that only link lazyfuse::lazyfuse from the installed CMake package: the
+# smallest one, then an ahead-of-time package exported from Python and run in C++ with no C++
+# compiler on PATH and an empty kernel cache (its kernels come from the package).
 example-cpp: install
 	cmake -S examples/cpp -B $(EXAMPLE_DIR) -G Ninja -DCMAKE_PREFIX_PATH=$(INSTALL_DIR)
 	cmake --build $(EXAMPLE_DIR)
 	$(EXAMPLE_DIR)/lazyfuse_example
+	$(PY) examples/aot/export_model.py $(EXAMPLE_DIR)/aot
+	rm -rf $(EXAMPLE_DIR)/aot/kernel-cache
+	env -u CXX PATH=/nonexistent LAZYFUSE_CACHE_DIR=$(CURDIR)/$(EXAMPLE_DIR)/aot/kernel-cache \
+	  $(EXAMPLE_DIR)/lazyfuse_aot_example $(EXAMPLE_DIR)/aot/model.lfpkg \
+	  $(EXAMPLE_DIR)/aot/inputs.pt $(EXAMPLE_DIR)/aot/expected.pt
 
 # The C++ tests built with AddressSanitizer and UndefinedBehaviorSanitizer, in a folder of
 # their own (Note [Sanitizer build] in CMakeLists.txt). Torch is not instrumented: its

@@ -55,9 +55,15 @@ std::shared_ptr<const CompiledPlan> timedCompile(const Graph& graph, bool recurr
   return compilePlan(graph, recurring);
 }
 
+thread_local bool fuse_new_graphs = false;  // see ScopedFuseNewGraphs
+
 }  // namespace
 
 namespace detail {
+
+ScopedFuseNewGraphs::ScopedFuseNewGraphs() : previous_(fuse_new_graphs) { fuse_new_graphs = true; }
+
+ScopedFuseNewGraphs::~ScopedFuseNewGraphs() { fuse_new_graphs = previous_; }
 
 PlanEntry planFor(const Graph& graph) {
   GraphCache& cache = graphCache();
@@ -86,7 +92,7 @@ PlanEntry planFor(const Graph& graph) {
   }
   // Before compiling: a lowering that fails names this graph, and the dump shows it.
   if (dumpRequested("ir")) writeDump(graph, "graph", ".txt", printText(graph));
-  std::shared_ptr<const CompiledPlan> plan = timedCompile(graph, /*recurring=*/false);
+  std::shared_ptr<const CompiledPlan> plan = timedCompile(graph, fuse_new_graphs);
   metrics::uncached_compile.add();
   metrics::unfused_nodes.add(plan->plan.unfused_nodes);
   LF_LOG_DEBUG("new graph 0x", std::hex, graph.hash(), std::dec, ": ", graph.nodes().size(),

@@ -2,6 +2,7 @@
 // symbols stay visible (the static folder libraries are linked with --exclude-libs).
 #include <lazyfuse/lazyfuse.h>
 
+#include "backend/aot_package.h"
 #include "backend/api.h"
 #include "backend/graph_executor.h"
 #include "lazy_ir/metrics.h"
@@ -22,5 +23,13 @@ std::string metricsReport() {
   }
   return out.str();
 }
+
+AotModel::AotModel(const std::string& path) : program_(AotProgram::load(path)) {}
+
+std::vector<at::Tensor> AotModel::run(const std::vector<at::Tensor>& inputs) const {
+  return program_->run(inputs);
+}
+
+const std::string& AotModel::metadata() const { return program_->metadata(); }
 
 }  // namespace lazyfuse

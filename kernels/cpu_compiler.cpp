@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -176,7 +177,8 @@ std::vector<std::string> linkFlags() {
   return {"-lm"};
 }
 
-/// The lines of /proc/cpuinfo that say what -march=native will target.
+}  // namespace
+
 std::string cpuIdentity() {
   static const std::string identity = [] {
     std::ifstream cpuinfo("/proc/cpuinfo");
@@ -195,6 +197,8 @@ std::string cpuIdentity() {
   }();
   return identity;
 }
+
+namespace {
 
 // Note [CPU kernel cache key]
 // A shared object is found again by the SHA-1 of everything that changes the code the compiler
@@ -356,6 +360,36 @@ CpuCompileResult compileCpp(const std::string& source, const std::vector<std::st
   result.error = resolve(handle, so_path, names, *module);
   if (result.error.empty()) result.module = std::move(module);
   return result;
+}
+
+CpuCompileResult loadCpuModuleBytes(const std::string& bytes,
+                                    const std::vector<std::string>& names) {
+  CpuCompileResult result;
+  std::string dir = detail::privateTempDirectory();
+  std::string path = dir.empty() ? "" : detail::makeTempFile(dir, "lf-package-");
+  if (path.empty() || !detail::writeFile(path, bytes) || chmod(path.c_str(), 0700) != 0) {
+    result.error = "cannot write a packaged kernel library to a private temporary file: " +
+                   std::string(std::strerror(errno));
+    return result;
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  unlink(path.c_str());  // the mapping stays; nothing is left behind
+  if (!handle) {
+    const char* why = dlerror();
+    result.error = "cannot load a packaged kernel library: " + std::string(why ? why : "unknown");
+    return result;
+  }
+  auto module = std::make_shared<CpuModule>();
+  result.error = resolve(handle, path, names, *module);
+  result.disk_hit = true;
+  if (result.error.empty()) result.module = std::move(module);
+  return result;
+}
+
+std::string readCpuModuleBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 }  // namespace lazyfuse

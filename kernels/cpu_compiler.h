@@ -42,6 +42,16 @@ int libmvecLevel();
 /// `names` resolved. Never throws for a compile failure: `module` is null and `error` says why.
 CpuCompileResult compileCpp(const std::string& source, const std::vector<std::string>& names);
 
+/// Loads a shared object whose bytes an ahead-of-time package holds (Note [Kernels in a
+/// package] in kernels/cpu_kernel_families.cpp) from a private temporary file, and resolves
+/// `names`; never needs a compiler. `module` is null and `error` says why when that fails.
+CpuCompileResult loadCpuModuleBytes(const std::string& bytes,
+                                    const std::vector<std::string>& names);
+/// The bytes of the shared object at `path` (a loaded module's); "" when it cannot be read.
+std::string readCpuModuleBytes(const std::string& path);
+/// The lines of /proc/cpuinfo that say what -march=native targets: a shared object compiled on
+/// a CPU with other lines may not run on this one.
+std::string cpuIdentity();
 /// The disk cache folder: $LAZYFUSE_CACHE_DIR, else $XDG_CACHE_HOME/lazyfuse, else
 /// ~/.cache/lazyfuse; created private to the user (0700).
 std::string cacheDirectory();

@@ -12,11 +12,25 @@
 namespace lazyfuse {
 namespace {
 
+// Note [Kernels in a package]
+// An ahead-of-time package (Note [Ahead-of-time packages] in backend/aot_package.cpp) carries
+// the shared objects its plan's kernel functions were compiled into, so that a machine without
+// a compiler runs the same fused kernels. A function's name is the hash of its text (Note
+// [Shape-generic kernels]): the plan lowered from the package's graph on a machine with the
+// same CPU, lazyfuse version and static kernels (both the package's compile and its runs choose
+// specialized functions) asks for the same names. addPackagedCpuModules records each name's
+// module; a plan that needs one of them loads its module from the bytes (once, through a private
+// temporary file) instead of compiling, and the function counts as a disk hit. A name no package
+// has is compiled as usual.
+
 /// The CPU target's families, and the compiled functions by name.
 struct CpuFamilies {
   KernelFamilies choices;
   std::mutex mutex;
   std::map<std::string, std::pair<CpuKernelFn, std::shared_ptr<const CpuModule>>> functions;
+  /// Functions of ahead-of-time packages not loaded yet, by name: the module that holds them.
+  std::map<std::string, std::shared_ptr<const PackagedCpuModule>> packaged;
+  bool any_packaged = false;
 };
 
 CpuFamilies& cpuFamilies() {
@@ -56,6 +70,37 @@ void choose(std::vector<Need>& needs, config::DynamicShapes mode) {
   for (Need& need : needs) {
     need.choice = cpuFamilies().choices.choose(need.text, need.family, need.function->name, mode);
   }
+}
+
+/// Loads the packaged modules that hold chosen functions not compiled yet (Note [Kernels in a
+/// package]); "" or why one could not be loaded.
+std::string loadPackaged(std::vector<Need>& needs, CpuPlanFunctions& out) {
+  CpuFamilies& all = cpuFamilies();
+  for (Need& need : needs) {
+    if (need.choice.compiled) continue;
+    std::shared_ptr<const PackagedCpuModule> module;
+    {
+      std::lock_guard<std::mutex> lock(all.mutex);
+      if (all.functions.count(need.choice.name)) {
+        need.choice.compiled = true;  // loaded for an earlier need of this plan
+        continue;
+      }
+      auto found = all.packaged.find(need.choice.name);
+      if (found == all.packaged.end()) continue;
+      module = found->second;
+    }
+    CpuCompileResult result = loadCpuModuleBytes(module->bytes, module->names);
+    if (!result.module) return result.error;
+    std::lock_guard<std::mutex> lock(all.mutex);
+    for (size_t i = 0; i < module->names.size(); ++i) {
+      all.functions[module->names[i]] = {result.module->functions.at(i), result.module};
+      all.packaged.erase(module->names[i]);
+    }
+    all.choices.compiled(need.choice);
+    need.choice.compiled = true;
+    out.disk += static_cast<int64_t>(planKernels(*need.function));
+  }
+  return "";
 }
 
 /// Compiles the chosen functions not compiled yet, in one source; "" or the compiler's error.
@@ -108,7 +153,12 @@ CpuPlanFunctions compileCpuFunctions(const std::vector<CpuFunction>& functions) 
     need.family = "cpu\n" + need.text.shape + '\0' + std::to_string(need.params);
   }
   choose(needs, mode);
-  std::string error = compileNeeds(needs, out);
+  std::string error = loadPackaged(needs, out);
+  if (!error.empty()) {
+    out.error = error;
+    return out;
+  }
+  error = compileNeeds(needs, out);
   if (!error.empty()) {
     // A generic function that does not compile (a constant the language needs at compile time
     // became an argument): its family is specialized from now on, and the plan compiles again.
@@ -140,13 +190,56 @@ CpuPlanFunctions compileCpuFunctions(const std::vector<CpuFunction>& functions) 
     }
     out.functions.push_back(fn);
     out.modules.push_back(module);
+    out.names.push_back(need.choice.name);
     out.arguments.push_back(need.choice.arguments());
     if (need.function->epilogue) {
       out.functions.push_back(nullptr);
+      out.modules.push_back(nullptr);
+      out.names.emplace_back();
       out.arguments.emplace_back();
     }
   }
   return out;
+}
+
+std::vector<PackagedCpuModule> packageCpuModules(const CpuPlanFunctions& functions) {
+  std::vector<PackagedCpuModule> packaged;
+  std::map<const CpuModule*, size_t> index;
+  for (size_t i = 0; i < functions.names.size(); ++i) {
+    const CpuModule* module = functions.modules[i].get();
+    if (module == nullptr) continue;
+    auto [it, added] = index.emplace(module, packaged.size());
+    if (added) {
+      PackagedCpuModule entry;
+      entry.bytes = readCpuModuleBytes(module->path);
+      LF_CHECK(!entry.bytes.empty(), "cannot read the compiled kernels at ", module->path,
+               " to put them into a package");
+      packaged.push_back(std::move(entry));
+    }
+    std::vector<std::string>& names = packaged[it->second].names;
+    if (std::find(names.begin(), names.end(), functions.names[i]) == names.end()) {
+      names.push_back(functions.names[i]);
+    }
+  }
+  return packaged;
+}
+
+void addPackagedCpuModules(const std::vector<PackagedCpuModule>& modules) {
+  CpuFamilies& all = cpuFamilies();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  all.any_packaged = all.any_packaged || !modules.empty();
+  for (const PackagedCpuModule& module : modules) {
+    auto shared = std::make_shared<const PackagedCpuModule>(module);
+    for (const std::string& name : module.names) {
+      if (!all.functions.count(name)) all.packaged[name] = shared;
+    }
+  }
+}
+
+bool hasPackagedCpuModules() {
+  CpuFamilies& all = cpuFamilies();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  return all.any_packaged;
 }
 
 }  // namespace lazyfuse

@@ -23,6 +23,7 @@ struct CpuPlanFunctions {
   /// parameters in `iparams`.
   std::vector<std::vector<int64_t>> arguments;
   std::vector<std::shared_ptr<const CpuModule>> modules;  // keep `functions` loaded
+  std::vector<std::string> names;  // per plan kernel: the name of its function ("" for epilogues)
   int64_t compiled = 0, disk = 0, reused = 0, dynamic = 0, generalized = 0;  // plan kernels
   std::vector<std::string> recompiles;  // why each generic function was compiled
   std::string error;                    // the compiler's output when compiling failed
@@ -30,5 +31,20 @@ struct CpuPlanFunctions {
 
 /// `functions` (as cpuFunctions gives them for a plan) ready to run; `error` set on failure.
 CpuPlanFunctions compileCpuFunctions(const std::vector<CpuFunction>& functions);
+
+/// A shared object an ahead-of-time package holds, and the kernel functions in it that its plan
+/// runs. See Note [Kernels in a package].
+struct PackagedCpuModule {
+  std::string bytes;
+  std::vector<std::string> names;
+};
+
+/// The shared objects that hold `functions` (as a plan's CpuPlanFunctions lists them), each once.
+std::vector<PackagedCpuModule> packageCpuModules(const CpuPlanFunctions& functions);
+/// Makes the functions of `modules` available to every later plan of this process that needs a
+/// function of one of their names: loaded from their bytes, not compiled.
+void addPackagedCpuModules(const std::vector<PackagedCpuModule>& modules);
+/// True once a package added modules: the CPU target then runs without a compiler.
+bool hasPackagedCpuModules();
 
 }  // namespace lazyfuse

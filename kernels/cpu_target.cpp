@@ -16,6 +16,13 @@ class CpuKernels final : public CompiledKernels {
               PlanValues& values) const override {
     runCpuKernel(plan, index, functions_.functions, graph, values, &functions_.arguments);
   }
+  std::vector<std::pair<std::string, std::vector<std::string>>> packagedCode() const override {
+    std::vector<std::pair<std::string, std::vector<std::string>>> code;
+    for (PackagedCpuModule& module : packageCpuModules(functions_)) {
+      code.emplace_back(std::move(module.bytes), std::move(module.names));
+    }
+    return code;
+  }
 
  private:
   const Target& target_;
@@ -27,7 +34,8 @@ class CpuTarget final : public Target {
   const char* name() const override { return "cpu"; }
   TargetCapabilities capabilities() const override { return {}; }
   bool available(std::string* why) const override {
-    if (cpuCompilerAvailable()) return true;
+    // A package's kernels run without a compiler (Note [Kernels in a package]).
+    if (cpuCompilerAvailable() || hasPackagedCpuModules()) return true;
     if (why != nullptr) *why = "no C++ compiler found (set LAZYFUSE_CXX or CXX)";
     return false;
   }

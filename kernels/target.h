@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lazyfuse {
@@ -67,6 +68,12 @@ class CompiledKernels {
   /// kernels (the runner then launches the members one by one).
   virtual bool launchBatch(const ExecutionPlan& plan, size_t index, const Graph& graph,
                            PlanValues& values) const;
+  /// The compiled code an ahead-of-time package carries for these kernels, each shared object
+  /// with the names of the functions the plan runs from it (Note [Kernels in a package]); empty
+  /// for targets whose code a package does not carry (it is compiled where the package runs).
+  virtual std::vector<std::pair<std::string, std::vector<std::string>>> packagedCode() const {
+    return {};
+  }
 };
 
 /// One run of a plan captured for replay; see Note [CUDA graph replay].

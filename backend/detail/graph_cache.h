@@ -21,4 +21,17 @@ struct PlanEntry {
 /// is compiled fused in time. See Note [Fusing recurring small graphs].
 PlanEntry planFor(const Graph& graph);
 
+/// While it lives, a graph this thread compiles for the first time is fused whatever its size,
+/// as if it recurred (an ahead-of-time package's graph: Note [Ahead-of-time packages]).
+class ScopedFuseNewGraphs {
+ public:
+  ScopedFuseNewGraphs();
+  ~ScopedFuseNewGraphs();
+  ScopedFuseNewGraphs(const ScopedFuseNewGraphs&) = delete;
+  ScopedFuseNewGraphs& operator=(const ScopedFuseNewGraphs&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace lazyfuse::detail

@@ -19,6 +19,7 @@ import os
 import torch
 
 from . import _library
+from ._aot import AotModel, aot_compile, aot_load
 from . import _torch_lazy
 from . import _unsupported
 from . import device as _device_module
@@ -28,7 +29,10 @@ from ._version import __version__
 
 __all__ = [
     "__version__",
+    "AotModel",
     "add_step_closure",
+    "aot_compile",
+    "aot_load",
     "buffer_pool_stats",
     "config",
     "dump_ir",
