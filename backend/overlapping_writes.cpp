@@ -49,8 +49,13 @@ bool mayOverlapItself(const at::Tensor& t) {
 /// Whether `t` is a view made through a view op whose functionalization inverse does not put the
 /// view's elements back where they came from (Note [Writes into views that overlap themselves]).
 bool madeThroughUnscatterableView(const at::Tensor& t) {
-  for (const auto& meta : F::unsafeGetFunctionalWrapper(t)->view_metas()) {
-    if (meta->is_as_strided) return true;
+  const auto& metas = F::unsafeGetFunctionalWrapper(t)->view_metas();
+  for (size_t i = 0; i < metas.size(); ++i) {
+    const auto& meta = metas[i];
+    // as_strided of the base itself addresses its storage, and its inverse puts the elements of
+    // a view that does not overlap itself (mayOverlapItself asks) back there: DDP's gradient
+    // bucket views are such. A view of it may be one element of an as_strided that does.
+    if (meta->is_as_strided && (i > 0 || metas.size() > 1)) return true;
     // PyTorch generates one ViewMeta class per view op, named after it.
     const std::string_view name = typeid(*meta).name();
     for (const char* op : {"unfold_ViewMeta", "expand_ViewMeta"}) {

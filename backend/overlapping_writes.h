@@ -15,11 +15,14 @@
 // from which every view of it is regenerated. Eager's errors and warnings come from its own
 // kernel (it refuses most writes into a zero stride, allows fill_, zero_, masked_fill_ with a
 // warning). Such a write is a sync point, like an op whose result depends on data. A write into
-// any view made through unfold, expand or as_strided (and views of it) takes the same path, even
-// when the written elements do not overlap: the inverses of those views do not put a view's
-// elements back where they came from (unfold's sums overlapping windows and zeroes the elements
-// no window covers, `x.unfold(0, 2, 2).add_(1)` on 5 elements; functionalization refuses to
-// write through an as_strided that follows another view). Pinned by
+// any view made through unfold, expand or an as_strided of another view (and views of them)
+// takes the same path, even when the written elements do not overlap: the inverses of those views
+// do not put a view's elements back where they came from (unfold's sums overlapping windows and
+// zeroes the elements no window covers, `x.unfold(0, 2, 2).add_(1)` on 5 elements;
+// functionalization refuses to write through an as_strided that follows another view). A write
+// into an as_strided of the base itself (no view of it) that does not overlap itself is
+// functionalized as any view's.
+// Pinned by
 // test_views_mutation.py::test_write_into_overlapping_view_* and test_write_through_*.
 
 #include "backend/op_traits.h"
