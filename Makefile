@@ -144,7 +144,7 @@ example-cpp: install
 	$(EXAMPLE_DIR)/lazyfuse_example
 	$(PY) examples/aot/export_model.py $(EXAMPLE_DIR)/aot
 	rm -rf $(EXAMPLE_DIR)/aot/kernel-cache
-	env -u CXX PATH=/nonexistent LAZYFUSE_CACHE_DIR=$(CURDIR)/$(EXAMPLE_DIR)/aot/kernel-cache \
+	env -u CXX -u LAZYFUSE_CXX PATH=/nonexistent LAZYFUSE_CACHE_DIR=$(CURDIR)/$(EXAMPLE_DIR)/aot/kernel-cache \
 	  $(EXAMPLE_DIR)/lazyfuse_aot_example $(EXAMPLE_DIR)/aot/model.lfpkg \
 	  $(EXAMPLE_DIR)/aot/inputs.pt $(EXAMPLE_DIR)/aot/expected.pt
 

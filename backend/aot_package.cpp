@@ -9,10 +9,12 @@
 #include "backend/plan_compiler.h"
 #include "kernels/cpu_compiler.h"
 #include "kernels/cpu_kernel_families.h"
+#include "kernels/detail/cpu_disk_cache.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/config.h"
 #include "lazy_ir/graph.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/util/hash.h>
@@ -21,6 +23,9 @@
 #include <torch/headeronly/version.h>
 
 #include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstring>
 #include <fstream>
@@ -54,8 +59,15 @@ namespace lazyfuse {
 // checksum does not match, or that another lazyfuse version, torch version or architecture
 // wrote, is refused with an error that says which. A run checks its inputs against the package's
 // dtypes and sizes and copies an input with other strides into the package's layout; it builds
-// the graph's nodes anew over them and syncs its outputs as one graph, so from the second run on
-// the graph cache holds its plan.
+// the graph's nodes anew over them and syncs its outputs as one graph (fused from the first run:
+// ScopedFuseNewGraphs), so from the second run on the graph cache holds its plan. An output the
+// plan hands back as an input's, a weight's or another output's buffer is copied: outputs never
+// share memory. The Python side refuses a program whose recording synced (a data-dependent op,
+// an op run eagerly), since what a sync computed from the example inputs would be stored as a
+// weight, and turns automatic trace cuts off while it records. Loading validates every index,
+// dtype and extent of the payload, so a hand-edited file is "damaged", not a crash. The shared
+// objects are code: they are used only from a file this user owns and nobody else may write;
+// from another the kernels are compiled from the graph.
 namespace {
 
 constexpr int64_t kFormat = 1;
@@ -122,7 +134,11 @@ c10::IValue typedConstant(const c10::Argument& arg, c10::IValue value) {
 TensorMeta metaOf(const c10::IValue& v) {
   const std::vector<c10::IValue> t = items(v);
   TensorMeta meta;
-  meta.dtype = static_cast<c10::ScalarType>(t.at(0).toInt());
+  const int64_t dtype = t.at(0).toInt();
+  TORCH_CHECK(dtype >= 0 && dtype < static_cast<int64_t>(c10::ScalarType::NumOptions) &&
+                  c10::elementSize(static_cast<c10::ScalarType>(dtype)) > 0,
+              "a dtype numbered ", dtype);
+  meta.dtype = static_cast<c10::ScalarType>(dtype);
   meta.sizes = ints(t.at(1));
   meta.strides = ints(t.at(2));
   return meta;
@@ -183,6 +199,12 @@ at::Tensor storageBytes(const at::Tensor& data) {
   return bytes.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
 }
 
+std::string whatOf(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const c10::Error*>(&e))
+    return error->what_without_backtrace();
+  return e.what();
+}
+
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   LF_CHECK(in.good(), "cannot read the lazyfuse package ", path);
@@ -228,7 +250,7 @@ bool checkBuiltHere(const c10::IValue& dict, const std::string& path) {
   want("lazyfuse", LAZYFUSE_VERSION, "lazyfuse");
   want("torch", TORCH_VERSION, "torch");
   want("arch", machineName(), "the architecture");
-  return meta.count("cpu") && meta.at("cpu") == cpuIdentity();
+  return meta.count("cpu") && meta.at("cpu") == cpuKernelAbi();
 }
 
 }  // namespace
@@ -308,7 +330,7 @@ void saveAotPackage(const std::string& path, const std::vector<at::Tensor>& inpu
   meta.insert("lazyfuse", LAZYFUSE_VERSION);
   meta.insert("torch", TORCH_VERSION);
   meta.insert("arch", machineName());
-  meta.insert("cpu", cpuIdentity());
+  meta.insert("cpu", cpuKernelAbi());
   meta.insert("device", hardwareDevice().str());
   c10::IValue package = c10::ivalue::Tuple::create(
       {kFormat, meta, metadata, storages, nodes, input_specs, output_refs, kernels});
@@ -320,32 +342,46 @@ void saveAotPackage(const std::string& path, const std::vector<at::Tensor>& inpu
              e.what_without_backtrace());
   }
   const std::string body(payload.begin(), payload.end());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  LF_CHECK(out.good(), "aot_compile: cannot write ", path);
-  out << kMagic << ' ' << kFormat << ' ' << c10::sha1(body).str() << ' ' << body.size() << '\n'
-      << body;
-  out.close();
-  LF_CHECK(out.good(), "aot_compile: writing ", path, " failed");
+  std::ostringstream header;
+  header << kMagic << ' ' << kFormat << ' ' << c10::sha1(body).str() << ' ' << body.size() << '\n';
+  // Written beside `path` and renamed into place: a failed write leaves the old file as it was.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string leaf = slash == std::string::npos ? path : path.substr(slash + 1);
+  const std::string tmp = detail::makeTempFile(dir.empty() ? "/" : dir, "." + leaf + ".");
+  LF_CHECK(!tmp.empty(), "aot_compile: cannot write in ", dir, ": ", std::strerror(errno));
+  if (!detail::writeFile(tmp, header.str() + body) || rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    unlink(tmp.c_str());
+    LF_CHECK(false, "aot_compile: writing ", path, " failed: ", std::strerror(error));
+  }
 }
 
 std::shared_ptr<const AotProgram> AotProgram::load(const std::string& path) {
-  const std::vector<char> payload = checkedPayload(readFile(path), path);
+  // A package's kernels are code: they are loaded only from a file this user owns and nobody
+  // else may write, as the disk cache's entries (Note [CPU disk cache]); from another file the
+  // graph is read and its kernels are compiled here.
+  std::string bytes;
+  const bool trusted = detail::readOwnedFile(path, bytes);
+  if (!trusted) bytes = readFile(path);
+  const std::vector<char> payload = checkedPayload(bytes, path);
+  bytes.clear();
   c10::IValue package;
   try {
     package = torch::jit::pickle_load(payload);
-  } catch (const c10::Error& e) {
-    LF_CHECK(false, path, " is damaged: ", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    LF_CHECK(false, path, " is damaged: ", whatOf(e));
   }
   LF_CHECK(package.isTuple() && package.toTupleRef().elements().size() == 8, path,
            " is damaged: its payload is not a package");
   const std::vector<c10::IValue> fields = items(package);
   LF_CHECK(fields[0].isInt() && fields[0].toInt() == kFormat && fields[1].isGenericDict(), path,
            " is damaged: its payload is not a package");
-  const bool kernels_fit = checkBuiltHere(fields[1], path);
+  const bool kernels_fit = checkBuiltHere(fields[1], path) && trusted;
   try {
     return decodePackage(fields, path, kernels_fit);
-  } catch (const c10::Error& e) {
-    const std::string what = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    const std::string what = whatOf(e);
     if (what.rfind(path, 0) == 0) throw;  // one of decodePackage's own errors
     LF_CHECK(false, path, " is damaged: ", what);
   }
@@ -362,7 +398,13 @@ std::shared_ptr<const AotProgram> AotProgram::decodePackage(const std::vector<c1
   for (const c10::IValue& bytes : fields[3].toListRef()) {
     storages.push_back(bytes.toTensor().to(hardwareDevice()));
   }
+  for (const c10::IValue& spec : fields[5].toListRef()) {
+    const TensorMeta meta = metaOf(spec);
+    program->input_specs_.push_back(at::empty_strided(
+        meta.sizes, meta.strides, at::TensorOptions(meta.dtype).device(c10::kMeta)));
+  }
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  std::vector<size_t> outputs_of;  // per record: how many outputs it has
   for (const c10::IValue& entry : fields[4].toListRef()) {
     const std::vector<c10::IValue> t = items(entry);
     const std::string& kind = t.at(0).toStringRef();
@@ -370,13 +412,26 @@ std::shared_ptr<const AotProgram> AotProgram::decodePackage(const std::vector<c1
     if (kind == "input") {
       record.kind = Record::Kind::kInput;
       record.input = t.at(1).toInt();
+      LF_CHECK(
+          record.input >= 0 && record.input < static_cast<int64_t>(program->input_specs_.size()),
+          path, " is damaged: a node reads input ", record.input);
+      outputs_of.push_back(1);
     } else if (kind == "constant") {
       record.kind = Record::Kind::kConstant;
       const TensorMeta meta = metaOf(t.at(2));
-      const at::Tensor& bytes = storages.at(static_cast<size_t>(t.at(1).toInt()));
+      const int64_t index = t.at(1).toInt();
+      const int64_t offset = t.at(3).toInt();
+      LF_CHECK(index >= 0 && index < static_cast<int64_t>(storages.size()), path,
+               " is damaged: a weight names storage ", index);
+      const at::Tensor& bytes = storages[static_cast<size_t>(index)];
+      const size_t extent = at::detail::computeStorageNbytes(meta.sizes, meta.strides,
+                                                             c10::elementSize(meta.dtype), offset);
+      LF_CHECK(offset >= 0 && extent <= static_cast<size_t>(bytes.numel()), path,
+               " is damaged: a weight reaches past its storage");
       at::Tensor data = at::empty({0}, bytes.options().dtype(meta.dtype));
-      data.set_(bytes.storage(), t.at(3).toInt(), meta.sizes, meta.strides);
+      data.set_(bytes.storage(), offset, meta.sizes, meta.strides);
       record.constant = Node::deviceData(std::move(data));
+      outputs_of.push_back(1);
     } else {
       LF_CHECK(kind == "aten", path, " is damaged: a node of kind '", kind, "'");
       const std::string& name = t.at(1).toStringRef();
@@ -387,13 +442,16 @@ std::shared_ptr<const AotProgram> AotProgram::decodePackage(const std::vector<c1
       LF_CHECK(handle.has_value(), path, " runs ", name, ", which is not registered here");
       auto attrs = std::make_shared<AtenCallAttrs>(*handle);
       attrs->name = name;
+      const auto& arguments = handle->schema().arguments();
       for (const c10::IValue& a : t.at(2).toListRef()) {
         const std::vector<c10::IValue> f = items(a);
         ArgSlot slot;
-        slot.kind = static_cast<ArgKind>(f.at(0).toInt());
+        const int64_t arg_kind = f.at(0).toInt();
+        LF_CHECK(arg_kind >= 0 && arg_kind <= static_cast<int64_t>(ArgKind::kParam), path,
+                 " is damaged: an argument of ", name, " of kind ", arg_kind);
+        slot.kind = static_cast<ArgKind>(arg_kind);
         slot.mutated = f.at(1).toBool();
-        for (int64_t p : ints(f.at(2))) slot.present.push_back(static_cast<uint8_t>(p));
-        const auto& arguments = handle->schema().arguments();
+        for (int64_t p : ints(f.at(2))) slot.present.push_back(static_cast<uint8_t>(p != 0));
         LF_CHECK(attrs->args.size() < arguments.size(), path, " calls ", name,
                  " with more arguments than its schema has");
         slot.constant = typedConstant(arguments[attrs->args.size()], f.at(3));
@@ -401,31 +459,42 @@ std::shared_ptr<const AotProgram> AotProgram::decodePackage(const std::vector<c1
       }
       for (const c10::IValue& r : t.at(3).toListRef()) {
         const std::vector<c10::IValue> f = items(r);
-        attrs->returns.push_back({static_cast<ReturnKind>(f.at(0).toInt()),
+        const int64_t ret_kind = f.at(0).toInt();
+        LF_CHECK(ret_kind >= 0 && ret_kind <= static_cast<int64_t>(ReturnKind::kMutatedArg) &&
+                     f.at(1).toInt() >= 0 && f.at(2).toInt() >= 0,
+                 path, " is damaged: a result of ", name);
+        attrs->returns.push_back({static_cast<ReturnKind>(ret_kind),
                                   static_cast<uint32_t>(f.at(1).toInt()),
                                   static_cast<uint32_t>(f.at(2).toInt())});
       }
       for (const c10::IValue& m : t.at(4).toListRef()) attrs->outputs.push_back(metaOf(m));
       attrs->finalize();
-      record.attrs = std::move(attrs);
       for (const c10::IValue& ref : t.at(5).toListRef()) {
         const std::vector<c10::IValue> f = items(ref);
-        record.inputs.emplace_back(static_cast<uint32_t>(f.at(0).toInt()),
-                                   static_cast<uint32_t>(f.at(1).toInt()));
+        const int64_t position = f.at(0).toInt(), index = f.at(1).toInt();
+        LF_CHECK(position >= 0 && position < static_cast<int64_t>(outputs_of.size()) &&
+                     index >= 0 && index < static_cast<int64_t>(outputs_of[position]),
+                 path, " is damaged: ", name, " reads a value no earlier node makes");
+        record.inputs.emplace_back(static_cast<uint32_t>(position), static_cast<uint32_t>(index));
       }
       for (const c10::IValue& param : t.at(6).toListRef()) record.params.push_back(param);
+      LF_CHECK(
+          record.inputs.size() == attrs->num_inputs && record.params.size() == attrs->num_params,
+          path, " is damaged: ", name, " has ", record.inputs.size(), " inputs and ",
+          record.params.size(), " parameters for a recipe of ", attrs->num_inputs, " and ",
+          attrs->num_params);
+      outputs_of.push_back(attrs->outputs.size());
+      record.attrs = std::move(attrs);
     }
     program->records_.push_back(std::move(record));
   }
-  for (const c10::IValue& spec : fields[5].toListRef()) {
-    const TensorMeta meta = metaOf(spec);
-    program->input_specs_.push_back(at::empty_strided(
-        meta.sizes, meta.strides, at::TensorOptions(meta.dtype).device(c10::kMeta)));
-  }
   for (const c10::IValue& ref : fields[6].toListRef()) {
     const std::vector<c10::IValue> f = items(ref);
-    program->outputs_.emplace_back(static_cast<uint32_t>(f.at(0).toInt()),
-                                   static_cast<uint32_t>(f.at(1).toInt()));
+    const int64_t position = f.at(0).toInt(), index = f.at(1).toInt();
+    LF_CHECK(position >= 0 && position < static_cast<int64_t>(outputs_of.size()) && index >= 0 &&
+                 index < static_cast<int64_t>(outputs_of[position]),
+             path, " is damaged: an output names a value no node makes");
+    program->outputs_.emplace_back(static_cast<uint32_t>(position), static_cast<uint32_t>(index));
   }
   if (kernels_fit) {
     std::vector<PackagedCpuModule> modules;
@@ -433,8 +502,8 @@ std::shared_ptr<const AotProgram> AotProgram::decodePackage(const std::vector<c1
       const std::vector<c10::IValue> f = items(entry);
       const at::Tensor blob = f.at(0).toTensor().contiguous();
       PackagedCpuModule module;
-      module.bytes.assign(static_cast<const char*>(blob.data_ptr()),
-                          static_cast<size_t>(blob.numel()));
+      module.bytes = std::make_shared<const std::string>(static_cast<const char*>(blob.data_ptr()),
+                                                         static_cast<size_t>(blob.numel()));
       for (const c10::IValue& name : f.at(1).toListRef())
         module.names.push_back(name.toStringRef());
       modules.push_back(std::move(module));
@@ -493,8 +562,20 @@ std::vector<at::Tensor> AotProgram::run(const std::vector<at::Tensor>& inputs) c
     detail::ScopedFuseNewGraphs fused;
     syncData(data);
   }
+  // Every output in memory of its own: a plan hands back an input's or a weight's buffer for an
+  // output that only renames it (clone, contiguous of a contiguous tensor), and two outputs may
+  // be one value.
   std::vector<at::Tensor> results;
-  for (const auto& d : data) results.push_back(d->buffer());
+  for (const auto& d : data) {
+    at::Tensor result = d->buffer();
+    bool shared = false;
+    for (const at::Tensor& other : buffers) shared = shared || result.is_alias_of(other);
+    for (const at::Tensor& other : results) shared = shared || result.is_alias_of(other);
+    for (const Record& record : records_) {
+      shared = shared || (record.constant && result.is_alias_of(record.constant->data()));
+    }
+    results.push_back(shared ? result.clone() : result);
+  }
   return results;
 }
 
@@ -516,6 +597,7 @@ void saveAotPackageOp(const std::string& path, const std::vector<at::Tensor>& in
 TORCH_LIBRARY_FRAGMENT(lazyfuse, m) {
   m.def("aot_save(str path, Tensor[] inputs, Tensor[] outputs, str metadata) -> ()",
         &saveAotPackageOp);
+  m.def("override_trace_limit(int limit) -> int", &config::overrideTraceLimit);
   m.class_<AotModelClass>("AotModel")
       .def(torch::init<std::string>())
       .def("run", [](const c10::intrusive_ptr<AotModelClass>& self,

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,8 +178,7 @@ std::vector<std::string> linkFlags() {
   return {"-lm"};
 }
 
-}  // namespace
-
+/// The lines of /proc/cpuinfo that say what -march=native will target.
 std::string cpuIdentity() {
   static const std::string identity = [] {
     std::ifstream cpuinfo("/proc/cpuinfo");
@@ -197,8 +197,6 @@ std::string cpuIdentity() {
   }();
   return identity;
 }
-
-namespace {
 
 // Note [CPU kernel cache key]
 // A shared object is found again by the SHA-1 of everything that changes the code the compiler
@@ -362,34 +360,72 @@ CpuCompileResult compileCpp(const std::string& source, const std::vector<std::st
   return result;
 }
 
-CpuCompileResult loadCpuModuleBytes(const std::string& bytes,
+namespace {
+
+/// A file descriptor holding `bytes` in memory (memfd), else a private temporary file holding
+/// them, unlinked at once; -1 when neither works.
+int bytesDescriptor(const std::string& bytes) {
+  int fd = memfd_create("lazyfuse-package", MFD_CLOEXEC);
+  if (fd < 0) {
+    std::string dir = detail::privateTempDirectory();
+    std::string path = dir.empty() ? "" : detail::makeTempFile(dir, "lf-package-");
+    if (path.empty()) return -1;
+    fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    unlink(path.c_str());
+    if (fd < 0) return -1;
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close(fd);
+      return -1;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return fd;
+}
+
+}  // namespace
+
+CpuCompileResult loadCpuModuleBytes(std::shared_ptr<const std::string> bytes,
                                     const std::vector<std::string>& names) {
   CpuCompileResult result;
-  std::string dir = detail::privateTempDirectory();
-  std::string path = dir.empty() ? "" : detail::makeTempFile(dir, "lf-package-");
-  if (path.empty() || !detail::writeFile(path, bytes) || chmod(path.c_str(), 0700) != 0) {
-    result.error = "cannot write a packaged kernel library to a private temporary file: " +
-                   std::string(std::strerror(errno));
+  const int fd = bytesDescriptor(*bytes);
+  if (fd < 0) {
+    result.error =
+        "cannot hold a packaged kernel library in memory or a private temporary "
+        "file: " +
+        std::string(std::strerror(errno));
     return result;
   }
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  unlink(path.c_str());  // the mapping stays; nothing is left behind
+  close(fd);  // the mapping stays
   if (!handle) {
     const char* why = dlerror();
     result.error = "cannot load a packaged kernel library: " + std::string(why ? why : "unknown");
     return result;
   }
   auto module = std::make_shared<CpuModule>();
-  result.error = resolve(handle, path, names, *module);
+  result.error = resolve(handle, "a packaged kernel library", names, *module);
+  module->path.clear();
+  module->bytes = std::move(bytes);
   result.disk_hit = true;
   if (result.error.empty()) result.module = std::move(module);
   return result;
 }
 
-std::string readCpuModuleBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+std::string cpuModuleBytes(const CpuModule& module) {
+  if (module.bytes) return *module.bytes;
+  std::string bytes;
+  return detail::readOwnedFile(module.path, bytes) ? bytes : std::string();
+}
+
+std::string cpuKernelAbi() {
+  return cpuIdentity() + "codegen " + std::to_string(kCpuCodegenVersion) + "\nlibmvec " +
+         std::to_string(libmvecLevel()) + "\n";
 }
 
 }  // namespace lazyfuse

@@ -16,8 +16,9 @@ using CpuKernelFn = void (*)(int64_t begin, int64_t end, void* const* buffers,
 /// A loaded shared object and the kernels resolved from it; unloading is left to process exit.
 struct CpuModule {
   void* handle = nullptr;
-  std::vector<CpuKernelFn> functions;  // in the order of the names asked for
-  std::string path;                    // the cached shared object
+  std::vector<CpuKernelFn> functions;        // in the order of the names asked for
+  std::string path;                          // the cached shared object ("" when loaded from bytes)
+  std::shared_ptr<const std::string> bytes;  // its bytes, when it came from a package
 };
 
 struct CpuCompileResult {
@@ -43,15 +44,17 @@ int libmvecLevel();
 CpuCompileResult compileCpp(const std::string& source, const std::vector<std::string>& names);
 
 /// Loads a shared object whose bytes an ahead-of-time package holds (Note [Kernels in a
-/// package] in kernels/cpu_kernel_families.cpp) from a private temporary file, and resolves
-/// `names`; never needs a compiler. `module` is null and `error` says why when that fails.
-CpuCompileResult loadCpuModuleBytes(const std::string& bytes,
+/// package] in kernels/cpu_kernel_families.cpp), from memory (or a private temporary file,
+/// removed at once), and resolves `names`; never needs a compiler. `module` is null and `error`
+/// says why when that fails.
+CpuCompileResult loadCpuModuleBytes(std::shared_ptr<const std::string> bytes,
                                     const std::vector<std::string>& names);
-/// The bytes of the shared object at `path` (a loaded module's); "" when it cannot be read.
-std::string readCpuModuleBytes(const std::string& path);
-/// The lines of /proc/cpuinfo that say what -march=native targets: a shared object compiled on
-/// a CPU with other lines may not run on this one.
-std::string cpuIdentity();
+/// The bytes of a loaded module: a package's, or its cache entry's; "" when they cannot be read.
+std::string cpuModuleBytes(const CpuModule& module);
+/// What a compiled CPU kernel depends on besides its source: the CPU (the lines of
+/// /proc/cpuinfo -march=native reads), the codegen version and the libmvec level. A shared
+/// object built where this differs may not run here.
+std::string cpuKernelAbi();
 /// The disk cache folder: $LAZYFUSE_CACHE_DIR, else $XDG_CACHE_HOME/lazyfuse, else
 /// ~/.cache/lazyfuse; created private to the user (0700).
 std::string cacheDirectory();

@@ -31,23 +31,6 @@ bool ownedAndPrivate(const struct stat& st) {
 }
 
 /// The bytes of a regular file we own that nobody else can write; false otherwise.
-bool readOwnedFile(const std::string& path, std::string& bytes) {
-  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st;
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ownedAndPrivate(st);
-  bytes.clear();
-  char buffer[1 << 16];
-  while (ok) {
-    ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) ok = false;
-    if (n <= 0) break;
-    bytes.append(buffer, static_cast<size_t>(n));
-  }
-  close(fd);
-  return ok;
-}
 
 std::string parentOf(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -122,6 +105,24 @@ bool storeVerified(const std::string& tmp_so, const std::string& so_path) {
   }
   unlink(tmp_sum.c_str());
   return false;
+}
+
+bool readOwnedFile(const std::string& path, std::string& bytes) {
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ownedAndPrivate(st);
+  bytes.clear();
+  char buffer[1 << 16];
+  while (ok) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ok = false;
+    if (n <= 0) break;
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return ok;
 }
 
 }  // namespace detail

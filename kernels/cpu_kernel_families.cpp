@@ -45,6 +45,7 @@ struct Need {
   std::string family;  // shape and the number of parameters before the arguments
   size_t params = 0;   // iparams the function takes before its constant arguments
   FamilyChoice choice;
+  bool from_package = false;  // loaded from a package for this plan (a disk hit, not reused)
 };
 
 size_t planKernels(const CpuFunction& f) { return f.epilogue ? 2 : 1; }
@@ -73,34 +74,43 @@ void choose(std::vector<Need>& needs, config::DynamicShapes mode) {
 }
 
 /// Loads the packaged modules that hold chosen functions not compiled yet (Note [Kernels in a
-/// package]); "" or why one could not be loaded.
-std::string loadPackaged(std::vector<Need>& needs, CpuPlanFunctions& out) {
+/// package]); a module that does not load is dropped (logged once), and its functions are
+/// compiled as usual.
+void loadPackaged(std::vector<Need>& needs, CpuPlanFunctions& out) {
   CpuFamilies& all = cpuFamilies();
   for (Need& need : needs) {
     if (need.choice.compiled) continue;
     std::shared_ptr<const PackagedCpuModule> module;
     {
       std::lock_guard<std::mutex> lock(all.mutex);
-      if (all.functions.count(need.choice.name)) {
-        need.choice.compiled = true;  // loaded for an earlier need of this plan
+      auto found = all.packaged.find(need.choice.name);
+      if (all.functions.count(need.choice.name) == 0 && found != all.packaged.end()) {
+        module = found->second;
+      }
+    }
+    if (module) {
+      CpuCompileResult result = loadCpuModuleBytes(module->bytes, module->names);
+      std::lock_guard<std::mutex> lock(all.mutex);
+      for (size_t i = 0; i < module->names.size(); ++i) {
+        all.packaged.erase(module->names[i]);
+        if (result.module) {
+          all.functions[module->names[i]] = {result.module->functions.at(i), result.module};
+        }
+      }
+      if (!result.module) {
+        TORCH_WARN("a packaged kernel library did not load (", result.error,
+                   "): its kernels are compiled instead");
         continue;
       }
-      auto found = all.packaged.find(need.choice.name);
-      if (found == all.packaged.end()) continue;
-      module = found->second;
+      out.disk += static_cast<int64_t>(planKernels(*need.function));
+      need.from_package = true;
+    } else {
+      std::lock_guard<std::mutex> lock(all.mutex);
+      if (all.functions.count(need.choice.name) == 0) continue;  // compiled below
     }
-    CpuCompileResult result = loadCpuModuleBytes(module->bytes, module->names);
-    if (!result.module) return result.error;
-    std::lock_guard<std::mutex> lock(all.mutex);
-    for (size_t i = 0; i < module->names.size(); ++i) {
-      all.functions[module->names[i]] = {result.module->functions.at(i), result.module};
-      all.packaged.erase(module->names[i]);
-    }
-    all.choices.compiled(need.choice);
+    all.choices.compiled(need.choice);  // a function of a module loaded for this plan
     need.choice.compiled = true;
-    out.disk += static_cast<int64_t>(planKernels(*need.function));
   }
-  return "";
 }
 
 /// Compiles the chosen functions not compiled yet, in one source; "" or the compiler's error.
@@ -153,12 +163,8 @@ CpuPlanFunctions compileCpuFunctions(const std::vector<CpuFunction>& functions) 
     need.family = "cpu\n" + need.text.shape + '\0' + std::to_string(need.params);
   }
   choose(needs, mode);
-  std::string error = loadPackaged(needs, out);
-  if (!error.empty()) {
-    out.error = error;
-    return out;
-  }
-  error = compileNeeds(needs, out);
+  loadPackaged(needs, out);
+  std::string error = compileNeeds(needs, out);
   if (!error.empty()) {
     // A generic function that does not compile (a constant the language needs at compile time
     // became an argument): its family is specialized from now on, and the plan compiles again.
@@ -184,7 +190,7 @@ CpuPlanFunctions compileCpuFunctions(const std::vector<CpuFunction>& functions) 
   for (const Need& need : needs) {
     const auto& [fn, module] = all.functions.at(need.choice.name);
     const int64_t kernels = static_cast<int64_t>(planKernels(*need.function));
-    if (need.choice.compiled) {
+    if (need.choice.compiled && !need.from_package) {
       out.reused += kernels;
       if (need.choice.dynamic) out.dynamic += kernels;
     }
@@ -211,9 +217,10 @@ std::vector<PackagedCpuModule> packageCpuModules(const CpuPlanFunctions& functio
     auto [it, added] = index.emplace(module, packaged.size());
     if (added) {
       PackagedCpuModule entry;
-      entry.bytes = readCpuModuleBytes(module->path);
-      LF_CHECK(!entry.bytes.empty(), "cannot read the compiled kernels at ", module->path,
+      std::string bytes = cpuModuleBytes(*module);
+      LF_CHECK(!bytes.empty(), "cannot read the compiled kernels at ", module->path,
                " to put them into a package");
+      entry.bytes = std::make_shared<const std::string>(std::move(bytes));
       packaged.push_back(std::move(entry));
     }
     std::vector<std::string>& names = packaged[it->second].names;

@@ -35,7 +35,7 @@ CpuPlanFunctions compileCpuFunctions(const std::vector<CpuFunction>& functions);
 /// A shared object an ahead-of-time package holds, and the kernel functions in it that its plan
 /// runs. See Note [Kernels in a package].
 struct PackagedCpuModule {
-  std::string bytes;
+  std::shared_ptr<const std::string> bytes;
   std::vector<std::string> names;
 };
 

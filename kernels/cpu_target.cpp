@@ -19,7 +19,7 @@ class CpuKernels final : public CompiledKernels {
   std::vector<std::pair<std::string, std::vector<std::string>>> packagedCode() const override {
     std::vector<std::pair<std::string, std::vector<std::string>>> code;
     for (PackagedCpuModule& module : packageCpuModules(functions_)) {
-      code.emplace_back(std::move(module.bytes), std::move(module.names));
+      code.emplace_back(*module.bytes, std::move(module.names));
     }
     return code;
   }

@@ -215,7 +215,20 @@ size_t bufferPoolLimitBytes() {
   return static_cast<size_t>(mb) << 20;
 }
 
-int64_t traceLimit() { return wholeNumber("LAZYFUSE_TRACE_LIMIT", 10000, "of ops (0: no bound)"); }
+namespace {
+thread_local int64_t trace_limit_override = -1;  // -1: the environment decides
+}  // namespace
+
+int64_t traceLimit() {
+  if (trace_limit_override >= 0) return trace_limit_override;
+  return wholeNumber("LAZYFUSE_TRACE_LIMIT", 10000, "of ops (0: no bound)");
+}
+
+int64_t overrideTraceLimit(int64_t limit) {
+  const int64_t previous = trace_limit_override;
+  trace_limit_override = limit < 0 ? -1 : limit;
+  return previous;
+}
 
 std::string cacheDirectory() {
   if (std::string dir = env("LAZYFUSE_CACHE_DIR"); !dir.empty()) return dir;

@@ -98,6 +98,9 @@ size_t bufferPoolLimitBytes();
 /// 10,000; 0: no automatic cuts at all); a value that is not a whole number raises. Read at each
 /// sync. See Note [Automatic step boundaries] in backend/step_boundaries.h.
 int64_t traceLimit();
+/// Makes traceLimit() return `limit` on this thread (-1: LAZYFUSE_TRACE_LIMIT again); returns the
+/// override it replaces. aot_compile records with cuts off (Note [Ahead-of-time packages]).
+int64_t overrideTraceLimit(int64_t limit);
 /// LAZYFUSE_CACHE_DIR, else $XDG_CACHE_HOME/lazyfuse, else <home>/.cache/lazyfuse with home from
 /// HOME, the password entry, or /tmp. Each use.
 std::string cacheDirectory();

@@ -33,5 +33,7 @@ bool storeVerified(const std::string& tmp_so, const std::string& so_path);
 /// A new empty file `<dir>/<prefix>XXXXXX` (mode 0600); "" on failure.
 std::string makeTempFile(const std::string& dir, const std::string& prefix);
 bool writeFile(const std::string& path, const std::string& bytes);
+/// Reads `path` into `bytes` when it is a regular file this user owns and nobody else may write.
+bool readOwnedFile(const std::string& path, std::string& bytes);
 
 }  // namespace lazyfuse::detail

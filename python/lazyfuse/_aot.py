@@ -3,12 +3,34 @@ kernels to one file; `aot_load` (and `lazyfuse::AotModel` in C++) runs it. See t
 "Ahead-of-time packages" and Note [Ahead-of-time packages] in backend/aot_package.cpp."""
 
 import json
+import math
 import os
 
 import torch
 from torch.utils import _pytree as pytree
 
-from ._dynamo_backend import _retarget_devices
+from ._dynamo_backend import _retarget_devices, _share_constants
+
+# What counts a sync, or an op run eagerly, while a program is recorded for a package.
+_SYNC_COUNTERS = ("GraphsExecuted", "EagerFallback", "StepCuts", "TraceLimitCuts")
+
+
+def _sync_counters():
+    metrics = torch.ops.lazyfuse.metrics()
+    values = dict(zip(metrics[0], metrics[1]))
+    return {name: values.get(name, 0) for name in _SYNC_COUNTERS}
+
+
+class _no_trace_cuts:
+    """Automatic trace cuts off on this thread while a program is recorded for a package: a cut
+    would run part of it on the example inputs."""
+
+    def __enter__(self):
+        self._saved = torch.ops.lazyfuse.override_trace_limit(0)
+
+    def __exit__(self, *exc):
+        torch.ops.lazyfuse.override_trace_limit(self._saved)
+
 
 _LAZY = torch.device("lazy")
 
@@ -46,13 +68,15 @@ def aot_compile(exported_program, path):
     devices = {t.device for t in flat if isinstance(t, torch.Tensor)}
     devices.update(t.device for t in exported_program.state_dict.values())
     _retarget_devices(module, devices or {torch.device("cpu")})
+    _share_constants(module)
     module = module.to(_LAZY)
     lazy_flat = [_lazy_copy(leaf) for leaf in flat]
     lazy_args, lazy_kwargs = pytree.tree_unflatten(lazy_flat, in_spec)
     state = dict(module.named_parameters())
     state.update(module.named_buffers())
     versions = {name: t._version for name, t in state.items()}
-    with torch.no_grad():
+    before = _sync_counters()
+    with _no_trace_cuts(), torch.no_grad():
         result = module(*lazy_args, **lazy_kwargs)
     written = sorted(name for name, t in state.items() if t._version != versions[name])
     if written:
@@ -61,6 +85,15 @@ def aot_compile(exported_program, path):
         raise NotImplementedError(
             f"aot_compile: the program writes its buffers or inputs ({', '.join(written)}); a "
             "package runs programs that only return values (export the model in eval mode)")
+    synced = {k: v - before[k] for k, v in _sync_counters().items() if v != before[k]}
+    if synced:
+        # What a sync computed from the example inputs would be stored as a weight.
+        raise NotImplementedError(
+            "aot_compile: running the program synced lazy values (" +
+            ", ".join(f"{k} +{v}" for k, v in sorted(synced.items())) +
+            "): an op whose result depends on data (nonzero, boolean masks, item()) or that runs "
+            "eagerly makes a package of the example's values; a package holds a graph of its "
+            "inputs and weights only")
     out_flat, out_spec = pytree.tree_flatten(result)
     outputs = []
     for leaf in out_flat:
@@ -81,6 +114,16 @@ def aot_compile(exported_program, path):
     return path
 
 
+def _same_constant(given, exported):
+    """Whether an argument equals the example value stored (as JSON) in the package."""
+    if isinstance(given, float) and isinstance(exported, float):
+        return given == exported or (math.isnan(given) and math.isnan(exported))
+    try:
+        return json.loads(json.dumps(given)) == exported
+    except TypeError:
+        return False
+
+
 class AotModel:
     """A package `aot_compile` wrote, loaded: call it with the exported program's arguments."""
 
@@ -93,6 +136,10 @@ class AotModel:
         self._constants = meta["constants"]
 
     def __call__(self, *args, **kwargs):
+        # Keywords in the order the program was exported with, whatever order they come in.
+        order = self._in_spec.child(1).context
+        if set(kwargs) == set(order):
+            kwargs = {name: kwargs[name] for name in order}
         flat, spec = pytree.tree_flatten((args, kwargs))
         if spec != self._in_spec:
             raise TypeError(f"{self.path} takes arguments structured as {self._in_spec}, got "
@@ -100,7 +147,7 @@ class AotModel:
         tensors = []
         for i, leaf in enumerate(flat):
             if str(i) in self._constants:
-                if leaf != self._constants[str(i)]:
+                if not _same_constant(leaf, self._constants[str(i)]):
                     raise ValueError(f"{self.path} was exported with argument {i} = "
                                      f"{self._constants[str(i)]!r}, got {leaf!r}")
             elif not isinstance(leaf, torch.Tensor):

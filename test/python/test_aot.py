@@ -198,3 +198,99 @@ def test_factories_casts_and_views(tmp_path):
     loaded = lazyfuse.aot_load(lazyfuse.aot_compile(ep, tmp_path / "p.lfpkg"))
     x = torch.randn(3, 4)
     torch.testing.assert_close(loaded(x), Program()(x))
+
+
+def test_outputs_have_memory_of_their_own(tmp_path):
+    """Outputs that are an input, a weight or each other in the graph are copies."""
+
+    class Renames(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 4))
+
+        def forward(self, x):
+            return x.flatten(1), x.contiguous(), self.w, x, x
+
+    model = Renames().eval()
+    loaded = lazyfuse.aot_load(lazyfuse.aot_compile(
+        export(model, torch.randn(3, 4)), tmp_path / "r.lfpkg"))
+    x = torch.randn(3, 4)
+    keep = x.clone()
+    outs = loaded(x)
+    for out in outs:
+        out.add_(100)
+    torch.testing.assert_close(x, keep)
+    torch.testing.assert_close(loaded(x), model(x))
+
+
+def test_programs_that_sync_while_recorded_are_refused(tmp_path):
+    class DataDependent(nn.Module):
+        def forward(self, x):
+            return x[x > 0].sum() + torch.nonzero(x).shape[0]
+
+    ep = torch.export.export(DataDependent(), (torch.randn(6),))
+    with pytest.raises(NotImplementedError, match="synced lazy values"):
+        lazyfuse.aot_compile(ep, tmp_path / "d.lfpkg")
+
+
+def test_a_program_longer_than_the_trace_limit(tmp_path, monkeypatch):
+    """Automatic trace cuts are off while the program is recorded: the package holds all of it."""
+    monkeypatch.setenv("LAZYFUSE_TRACE_LIMIT", "20")
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(20)]).eval()
+    loaded = lazyfuse.aot_load(lazyfuse.aot_compile(
+        export(model, torch.randn(2, 8)), tmp_path / "deep.lfpkg"))
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(loaded(x), model(x))
+
+
+def test_keywords_in_any_order_and_export_after_load(tmp_path):
+    class Keywords(nn.Module):
+        def forward(self, x, *, a, b):
+            return x * a - b
+
+    ep = export(Keywords(), torch.randn(3), a=torch.randn(3), b=torch.randn(3))
+    loaded = lazyfuse.aot_load(lazyfuse.aot_compile(ep, tmp_path / "k.lfpkg"))
+    x, a, b = torch.randn(3), torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(loaded(x, b=b, a=a), x * a - b)
+    # A process that loaded packaged kernels packages them again.
+    again = lazyfuse.aot_load(lazyfuse.aot_compile(ep, tmp_path / "k2.lfpkg"))
+    torch.testing.assert_close(again(x, a=a, b=b), x * a - b)
+
+
+def test_malformed_payloads_are_damaged(package, tmp_path):
+    _, path = package
+
+    def constant_dtype(f):
+        nodes = f[4]
+        i = next(i for i, n in enumerate(nodes) if n[0] == "constant")
+        nodes[i] = (nodes[i][0], nodes[i][1], (250,) + tuple(nodes[i][2][1:]), nodes[i][3])
+
+    def storage_index(f):
+        nodes = f[4]
+        i = next(i for i, n in enumerate(nodes) if n[0] == "constant")
+        nodes[i] = (nodes[i][0], 99) + tuple(nodes[i][2:])
+
+    def forward_reference(f):
+        nodes = f[4]
+        i = next(i for i, n in enumerate(nodes) if n[0] == "aten" and len(n[5]))
+        n = list(nodes[i])
+        n[5] = [(len(nodes) + 5, 0)] + list(n[5][1:])
+        nodes[i] = tuple(n)
+
+    def output_index(f):
+        f[6] = [(f[6][0][0], 7)]
+
+    for edit in (constant_dtype, storage_index, forward_reference, output_index):
+        bad = rewrite(path, tmp_path / f"{edit.__name__}.lfpkg", edit)
+        with pytest.raises(RuntimeError, match="is damaged"):
+            lazyfuse.aot_load(bad)(torch.randn(5, 24))
+
+
+def test_a_package_others_may_write_is_run_without_its_kernels(package, tmp_path):
+    model, path = package
+    shared = tmp_path / "shared.lfpkg"
+    shared.write_bytes(open(path, "rb").read())
+    shared.chmod(0o666)
+    x = torch.randn(5, 24)
+    torch.testing.assert_close(lazyfuse.aot_load(shared)(x), model(x))
