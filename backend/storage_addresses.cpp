@@ -23,7 +23,9 @@ namespace lazyfuse {
 // freed. A view shares its base's storage, so its data_ptr() is that address plus its offset in
 // bytes, as in eager; nbytes() is the storage's. Reading memory through it (storage[i], copying
 // the storage) makes a tensor over the storage with set_, which raises a clear error on lazy
-// tensors (registerStorageKernels), as does set_ with a storage itself.
+// tensors (registerStorageKernels), as does set_ with another tensor's storage; set_ with a
+// tensor's own storage (x.set_(x.storage(), 0, sizes, strides): new geometry over its memory)
+// is as_strided_, when x is not a view.
 //
 // Who gives the address: wrapIfFactory, for the storages lazyfuse makes (factories and
 // transfers: parameters, inputs, buffers); a kernel on every view op, for the storage of the
@@ -85,13 +87,37 @@ class ViewAddressKernel final : public c10::OperatorKernel {
   c10::SafeKernelFunction below_;
 };
 
-/// set_ with a storage, on a lazy tensor. See Note [Addresses of lazy storages].
-void refuseSetStorage(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*) {
-  TORCH_CHECK(false,
-              "set_ with a storage is not supported on lazy tensors: a lazy storage holds no "
-              "memory a tensor can be made over (so storage[i], tolist() and cpu() of a lazy "
-              "storage cannot read it either; its data_ptr() serves aliasing checks only). Read "
-              "the values through the tensor, e.g. tensor.cpu()");
+/// set_ with a storage, on a lazy tensor: with its own storage, as_strided_ (x.set_(x.storage(),
+/// offset, sizes, strides) gives x that geometry over the memory it has); with another, an
+/// error. See Note [Addresses of lazy storages].
+void setStorage(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  namespace F = at::functionalization::impl;
+  const size_t n = op.schema().arguments().size();
+  auto args = torch::jit::last(*stack, n);
+  at::Tensor self = args[0].toTensor();
+  const c10::Storage storage = args[1].toStorage();
+  // A view's as_strided_ would address its own value, not the storage (pytorch/pytorch#120585).
+  const bool own = F::isFunctionalTensor(self) && self.has_storage() &&
+                   storage.unsafeGetStorageImpl() == self.storage().unsafeGetStorageImpl() &&
+                   F::unsafeGetFunctionalWrapper(self)->view_metas().empty();
+  TORCH_CHECK(own,
+              "set_ with a storage is not supported on lazy tensors, except a tensor's own "
+              "storage when it is not a view: a lazy storage holds no memory a tensor can be made "
+              "over (so storage[i], tolist() and cpu() of a lazy storage cannot read it either; "
+              "its data_ptr() serves aliasing checks only). Read the values through the tensor, "
+              "e.g. tensor.cpu()");
+  int64_t offset = 0;
+  std::vector<int64_t> sizes{static_cast<int64_t>(storage.nbytes()) /
+                             static_cast<int64_t>(self.element_size())};
+  std::vector<int64_t> strides{1};
+  if (n == 5) {
+    offset = args[2].toSymInt().expect_int();
+    sizes = C10_AS_INTARRAYREF_SLOW(args[3].toSymIntVector()).vec();
+    strides = C10_AS_INTARRAYREF_SLOW(args[4].toSymIntVector()).vec();
+  }
+  torch::jit::drop(*stack, n);
+  self.as_strided_(sizes, strides, offset);
+  stack->push_back(self);
 }
 
 }  // namespace
@@ -101,7 +127,7 @@ void registerStorageKernels(torch::Library& functionalize_lib) {
   for (const char* overload : {"source_Storage", "source_Storage_storage_offset"}) {
     implLazyOnFunctionalize(functionalize_lib,
                             c10::Dispatcher::singleton().findSchemaOrThrow("aten::set_", overload),
-                            c10::KernelFunction::makeFromBoxedFunction<&refuseSetStorage>());
+                            c10::KernelFunction::makeFromBoxedFunction<&setStorage>());
   }
 }
 

@@ -17,7 +17,8 @@ void giveStorageAnAddress(const at::Tensor& wrapper);
 /// order. Returns whether `op` is one.
 bool registerViewAddressKernel(const c10::OperatorHandle& op, torch::Library& functionalize_lib);
 
-/// Registers the lazy-only kernels that refuse set_ with a storage: a lazy storage has no memory.
+/// Registers the lazy-only kernels of set_ with a storage: a lazy storage has no memory, so only a
+/// tensor's own storage is taken (as_strided_), any other refused.
 void registerStorageKernels(torch::Library& functionalize_lib);
 
 }  // namespace lazyfuse

@@ -311,8 +311,33 @@ def test_reading_a_lazy_storage_raises_clearly(read):
     torch.testing.assert_close((t + 1).cpu(), torch.arange(4.0) + 1)  # the program goes on
 
 
-def test_set_with_a_storage_raises_clearly():
+def test_set_with_another_storage_raises_clearly():
     t = torch.randn(1, 4, device="lazy")
+    other = torch.randn(4, device="lazy")
     with pytest.raises(RuntimeError, match="set_ with a storage is not supported on lazy"):
-        t.set_(t.untyped_storage(), 0, (4,), (1,))
+        t.set_(other.untyped_storage(), 0, (4,), (1,))
+    with pytest.raises(RuntimeError, match="set_ with a storage is not supported on lazy"):
+        t[0].set_(t.untyped_storage(), 0, (4,), (1,))  # a view
     assert t.shape == (1, 4)
+
+
+@pytest.mark.parametrize("offset,sizes,strides", [
+    (0, (1, 16, 5, 5), (20, 25, 5, 1)),  # a stride of a size-1 dim changed: still contiguous
+    (0, (16, 25), (25, 1)), (5, (3, 5), (1, 3)), (0, (400,), (1,))])
+def test_set_with_its_own_storage_like_eager(offset, sizes, strides):
+    base = torch.randn(1, 16, 5, 5)
+    for t in (base.clone(), base.to("lazy")):
+        t.set_(t.untyped_storage(), offset, sizes, strides)
+        if t.device.type == "cpu":
+            expected = t
+        else:
+            assert (t.shape, t.stride(), t.storage_offset(), t.is_contiguous()) == (
+                expected.shape, expected.stride(), expected.storage_offset(),
+                expected.is_contiguous())
+            torch.testing.assert_close(t.cpu(), expected)
+            torch.testing.assert_close((t * 2).cpu(), expected * 2)
+    whole = torch.randn(2, 3, device="lazy")
+    keep = whole.cpu()
+    whole.set_(whole.untyped_storage())
+    assert whole.shape == (6,)
+    torch.testing.assert_close(whole.cpu(), keep.reshape(6))
