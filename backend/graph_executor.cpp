@@ -1,5 +1,7 @@
 #include "backend/graph_executor.h"
 
+#include "backend/collectives.h"
+
 #include "backend/detail/graph_cache.h"
 #include "backend/detail/kept_values.h"
 #include "backend/device.h"
@@ -440,7 +442,9 @@ bool submitAsyncStep(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
   step->graph = std::make_unique<Graph>(Graph::fromRoots(step->roots));
   Graph& graph = *step->graph;
   std::vector<at::Tensor> shared;
-  if (renamesDeviceData(graph, shared)) return false;
+  // A collective runs on the program's thread, in order with the program's own (Note
+  // [Collectives on lazy tensors]).
+  if (renamesDeviceData(graph, shared) || hasCollectives(graph)) return false;
   const std::vector<size_t> internal = internalUses(graph, step->roots, targets);
   step->keep = nodesToKeep(graph, internal);
   for (size_t i = 0; i < step->roots.size(); ++i) {

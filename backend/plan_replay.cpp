@@ -1,5 +1,7 @@
 #include "backend/plan_replay.h"
 
+#include "backend/collectives.h"
+
 #include "backend/detail/captured_run.h"
 #include "backend/device.h"
 #include "backend/logging.h"
@@ -126,7 +128,8 @@ bool sameParams(const std::vector<c10::IValue>& now, const std::vector<c10::IVal
 }
 
 bool eligible(const CompiledPlan& plan, const Graph& graph) {
-  if (!plan.replayable() || plan.plan.steps.empty()) return false;
+  // A replay would run a collective again, or leave it out (Note [Collectives on lazy tensors]).
+  if (!plan.replayable() || plan.plan.steps.empty() || hasCollectives(graph)) return false;
   for (const NodePtr& node : graph.nodes()) {
     // A random op (by name, and any op PyTorch tags as drawing from a generator: binomial,
     // rrelu_with_noise, _sample_dirichlet, ...) is never captured.

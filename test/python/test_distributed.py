@@ -7,6 +7,7 @@ import pathlib
 import socket
 import subprocess
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -65,8 +66,96 @@ def collectives(rank, world, port):
     dist.destroy_process_group()
 
 
+def spawn(fn, timeout=240):
+    """`fn(rank, world, port)` in 2 processes; fails (never hangs) past `timeout` seconds."""
+    ctx = mp.spawn(fn, args=(2, free_port()), nprocs=2, join=False)
+    deadline = time.monotonic() + timeout
+    while not ctx.join(timeout=1):
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                p.kill()
+            raise AssertionError(f"{fn.__name__} hung for {timeout} s")
+
+
 def test_collectives_match_cpu():
-    mp.spawn(collectives, args=(2, free_port()), nprocs=2)
+    spawn(collectives)
+
+
+def scenarios(rank, world, port):
+    """Programs whose ranks sync differently, autograd through a collective, functional
+    collectives, a point-to-point call after recorded collectives, and DDP with other unused
+    parameters on each rank: each against the same program on CPU tensors."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    import lazyfuse
+    import torch.distributed._functional_collectives as fc
+    from torch import nn
+
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+
+    def run(device):
+        out = {}
+        g = torch.Generator().manual_seed(rank)
+        # Rank 0 alone reads a value of the second all_reduce before the first one's.
+        a = (torch.arange(4.0) * 10 ** (rank + 1)).to(device)
+        b = (torch.arange(4.0) + 100 * rank).to(device)
+        dist.all_reduce(a)
+        dist.all_reduce(b)
+        if rank == 0:
+            out["read_on_rank0"] = (b + 0).cpu()
+        unused = torch.ones(3, device=device) * (rank + 1)
+        dist.all_reduce(unused)  # nobody reads it
+        del unused
+        # Autograd through a collective, as eager: all_reduce has no derivative.
+        p = torch.tensor([1.0, 2.0, 3.0, 4.0], device=device, requires_grad=True)
+        q = p * 2
+        dist.all_reduce(q)
+        (q * q).sum().backward()
+        out["grad"] = p.grad
+        # Functional collectives (DTensor's).
+        t = torch.randn(4, 6, generator=g).to(device)
+        out["fc_all_reduce"] = fc.wait_tensor(fc.all_reduce(t, "sum", dist.group.WORLD))
+        out["fc_all_gather"] = fc.wait_tensor(fc.all_gather_tensor(t, 0, dist.group.WORLD))
+        out["fc_reduce_scatter"] = fc.wait_tensor(
+            fc.reduce_scatter_tensor(t, "max", 0, dist.group.WORLD))
+        # A point-to-point call after recorded collectives.
+        c = torch.full((3,), float(rank + 1), device=device)
+        dist.all_reduce(c)
+        if rank == 0:
+            dist.send(c, 1)
+        else:
+            got = torch.empty(3, device=device)
+            dist.recv(got, 0)
+            out["recv"] = got
+        # DDP whose ranks leave different parameters unused.
+        torch.manual_seed(0)
+        model = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)]).to(device)
+
+        class Pick(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = model
+
+            def forward(self, x):
+                return self.layers[rank](x)
+
+        ddp = nn.parallel.DistributedDataParallel(Pick(), find_unused_parameters=True)
+        ddp(torch.ones(2, 4, device=device)).sum().backward()
+        out["ddp_grads"] = torch.cat([p.grad.reshape(-1) if p.grad is not None else
+                                      torch.zeros(p.numel(), device=device)
+                                      for p in model.parameters()])
+        if device == "lazy":
+            lazyfuse.mark_step()
+        out["a"], out["b"] = a, b
+        return {k: v.detach().cpu() for k, v in out.items()}
+
+    cpu, lazy = run("cpu"), run("lazy")
+    for key, expected in cpu.items():
+        torch.testing.assert_close(lazy[key], expected, rtol=0, atol=0, msg=key)
+    dist.destroy_process_group()
+
+
+def test_ranks_that_sync_differently_and_other_collectives():
+    spawn(scenarios)
 
 
 def test_distributed_data_parallel_with_torchrun():
