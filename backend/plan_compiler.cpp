@@ -43,20 +43,22 @@ namespace {
 // the CUDA kernels compute eager's numbers.
 constexpr int64_t kFuseMinElements = 1 << 15;
 
-/// Whether `target` can compile here; warns once per target when it cannot.
+/// Whether `target` can compile here; warns once per target when it cannot. A target that could
+/// not is asked again at each graph: loading an ahead-of-time package makes the CPU target run
+/// its kernels without a compiler (Note [Kernels in a package]).
 bool targetAvailable(const Target& target) {
   static std::mutex mutex;
-  static std::map<std::string, bool> known;
+  static std::map<std::string, bool> known;  // true: available; false: warned that it is not
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, added] = known.emplace(target.name(), false);
-  if (!added) return it->second;
+  if (!added && it->second) return true;
   std::string why;
-  it->second = target.available(&why);
-  if (!it->second) {
+  if (target.available(&why)) return it->second = true;
+  if (added) {
     LF_LOG_WARN("fused kernels for the ", target.name(), " target are not available (", why,
                 "): graphs run node by node");
   }
-  return it->second;
+  return false;
 }
 
 /// LAZYFUSE_FUSION, or off where the target cannot compile (asked only when fusion is on).

@@ -19,9 +19,9 @@ namespace {
 // [Shape-generic kernels]): the plan lowered from the package's graph on a machine with the
 // same CPU, lazyfuse version and static kernels (both the package's compile and its runs choose
 // specialized functions) asks for the same names. addPackagedCpuModules records each name's
-// module; a plan that needs one of them loads its module from the bytes (once, through a private
-// temporary file) instead of compiling, and the function counts as a disk hit. A name no package
-// has is compiled as usual.
+// module; a plan that needs one of them loads its module from the bytes (once, from memory:
+// memfd) instead of compiling, and the function counts as a disk hit. A name no package has, or
+// whose module does not load (a warning says why), is compiled as usual.
 
 /// The CPU target's families, and the compiled functions by name.
 struct CpuFamilies {

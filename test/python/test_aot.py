@@ -87,6 +87,9 @@ def test_fresh_process_without_a_compiler_runs_the_packaged_kernels(tmp_path):
     script = textwrap.dedent(f"""
         import torch, lazyfuse
         x, expected = torch.load({str(tmp_path / "data.pt")!r})
+        # Lazy work before the package: the CPU target is found unavailable (no compiler) ...
+        torch.testing.assert_close((torch.ones(4, device="lazy") * 2).cpu(), torch.full((4,), 2.))
+        # ... and the package's kernels still run.
         loaded = lazyfuse.aot_load({path!r})
         for _ in range(3):
             torch.testing.assert_close(loaded(x), expected)
