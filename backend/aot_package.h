@@ -39,6 +39,7 @@ class AotProgram {
                                                          const std::string& path, bool kernels_fit);
 
   std::vector<Record> records_;
+  std::vector<at::Tensor> constants_;    // the weights the records hold (outputs never alias them)
   std::vector<at::Tensor> input_specs_;  // meta tensors: dtype, sizes and strides of each input
   std::vector<std::pair<uint32_t, uint32_t>> outputs_;  // node position, output index
   std::string metadata_;
