@@ -50,12 +50,12 @@ bool mayOverlapItself(const at::Tensor& t) {
 /// view's elements back where they came from (Note [Writes into views that overlap themselves]).
 bool madeThroughUnscatterableView(const at::Tensor& t) {
   const auto& metas = F::unsafeGetFunctionalWrapper(t)->view_metas();
-  for (size_t i = 0; i < metas.size(); ++i) {
-    const auto& meta = metas[i];
-    // as_strided of the base itself addresses its storage, and its inverse puts the elements of
-    // a view that does not overlap itself (mayOverlapItself asks) back there: DDP's gradient
-    // bucket views are such. A view of it may be one element of an as_strided that does.
-    if (meta->is_as_strided && (i > 0 || metas.size() > 1)) return true;
+  for (const auto& meta : metas) {
+    // An as_strided that is the view's only step addresses the base's storage, and its inverse
+    // puts the elements of a view that does not overlap itself (mayOverlapItself asks) back
+    // there: DDP's gradient bucket views are such. A view of an as_strided, or an as_strided of a
+    // view, may be one element of an as_strided that overlaps itself.
+    if (meta->is_as_strided && metas.size() > 1) return true;
     // PyTorch generates one ViewMeta class per view op, named after it.
     const std::string_view name = typeid(*meta).name();
     for (const char* op : {"unfold_ViewMeta", "expand_ViewMeta"}) {
