@@ -32,7 +32,7 @@ from torch import nn
 
 import lazyfuse
 import models
-from bench_timing import cpu_busy, run_header, timed
+from bench_timing import cpu_busy, interleaved_medians, run_header
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -124,15 +124,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp, torch.no_grad():
         folder = pathlib.Path(tmp)
         for name, (model, inputs, calls) in workloads().items():
-            sides = sides_of(model, inputs, folder)
-            for fn in sides.values():  # compiles and warms up
-                for _ in range(3):
-                    fn()
-            times = {side: [] for side in SIDES}
-            for _ in range(args.rounds):
-                for side in SIDES:
-                    times[side].append(timed(sides[side], calls))
-            med = {side: statistics.median(v) for side, v in times.items()}
+            med = interleaved_medians(sides_of(model, inputs, folder), calls, args.rounds)
             rows[name] = {"ms": med, **{f"package_vs_{s}": med[s] / med["package"]
                                         for s in SIDES if s != "package"}}
         cold = cold_start(folder)

@@ -12,6 +12,22 @@ def timed(fn, repeats):
     return (time.perf_counter() - start) * 1e3 / repeats
 
 
+def interleaved_medians(sides, calls, rounds, warmup=3):
+    """Milliseconds per call of each side ({name: fn}): every side called `warmup` times first
+    (compiles and warm-up), then `rounds` rounds timing `calls` calls of each side in turn; the
+    median over rounds."""
+    import statistics
+
+    for fn in sides.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            times[name].append(timed(fn, calls))
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 def cpu_busy(seconds=1.0):
     """Fraction of the machine's CPU time used over `seconds`: measured before and after a run,
     it shows the load that other processes put next to it."""

@@ -17,14 +17,13 @@ import copy
 import datetime
 import json
 import pathlib
-import statistics
 
 import torch
 import torch.nn.functional as F
 
 import lazyfuse  # noqa: F401 (the backend is found through its entry point; this loads the ops)
 import models
-from bench_timing import cpu_busy, run_header, timed
+from bench_timing import cpu_busy, interleaved_medians, run_header
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 SIDES = ("eager", "inductor", "lazyfuse")
@@ -98,15 +97,7 @@ def main():
     print(run_header(busy_before))
     rows = {}
     for name, (make, calls) in WORKLOADS.items():
-        sides = make()
-        for fn in sides.values():  # compiles and warms up
-            for _ in range(3):
-                fn()
-        times = {side: [] for side in SIDES}
-        for _ in range(args.rounds):
-            for side in SIDES:
-                times[side].append(timed(sides[side], calls))
-        med = {side: statistics.median(v) for side, v in times.items()}
+        med = interleaved_medians(make(), calls, args.rounds)
         rows[name] = {"ms": med, "vs_eager": med["eager"] / med["lazyfuse"],
                       "vs_inductor": med["inductor"] / med["lazyfuse"]}
     busy_after = cpu_busy()
