@@ -1,8 +1,9 @@
 // Every kernel function of the table (Note [Kernel functions]) against its reference: one kernel
 // per function and argument type it takes, rendered for the CPU target and compiled together,
-// runs over sample values (zeros of both signs, subnormals, infinities, NaN, integer extremes;
-// every pair of them for a binary function) and must give what the row's ATen reference gives
-// on the same values in eager. A new row is covered with no edit here.
+// runs over sample values (zeros of both signs, subnormals, values near and far past overflow,
+// infinities, NaN, integer extremes; every pair of them for a binary function) and must give
+// what the row's ATen reference gives on the same values in eager. A new row is covered with no
+// edit here.
 #include "kernels/cpu_codegen.h"
 #include "kernels/cpu_compiler.h"
 #include "lowering/kernel_functions.h"
@@ -40,25 +41,17 @@ bool isFloating(ScalarType dtype) {
 at::Tensor samples(ScalarType dtype) {
   const double inf = std::numeric_limits<double>::infinity();
   if (isFloating(dtype)) {
-    std::vector<double> values = {0.0,
-                                  -0.0,
-                                  1.0,
-                                  -1.0,
-                                  0.5,
-                                  -0.5,
-                                  1.5,
-                                  -2.5,
-                                  2.5,
-                                  3.0,
-                                  0.75,
-                                  -7.25,
-                                  100.0,
-                                  -100.0,
-                                  1e-40,
-                                  -1e-40,
-                                  inf,
-                                  -inf,
-                                  std::numeric_limits<double>::quiet_NaN()};
+    std::vector<double> values = {
+        0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -2.5, 2.5, 3.0, 0.75, -7.25, 100.0, -100.0,
+        // Subnormal in float.
+        1e-40, -1e-40,
+        // Near where exp, sinh and cosh overflow or underflow in float and in double, and far
+        // beyond: eager's vectorized and scalar loops differ there (sinh(89) is inf in one,
+        // finite in the other), and a kernel must give one of the two.
+        88.5, 88.8, -88.8, 89.5, -89.5, -104.0, 710.0, -710.0, -746.0, 1e10, -1e10, 1e30, -1e30,
+        3e38, -3e38,
+        // Not finite.
+        inf, -inf, std::numeric_limits<double>::quiet_NaN()};
     if (dtype == ScalarType::Double) values.insert(values.end(), {1e-310, -1e-310});
     at::Tensor t = at::empty({static_cast<int64_t>(values.size())}, at::kDouble);
     std::copy(values.begin(), values.end(), t.data_ptr<double>());

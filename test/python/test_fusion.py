@@ -121,6 +121,31 @@ def test_activation_and_its_backward(name, fn):
     check(forward_backward, x, g)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_follows_atens_formula_on_special_values(approximate, dtype):
+    """Eager computes GELU of a contiguous float32 or bfloat16 tensor with oneDNN where it can,
+    whose erf makes +inf NaN and overflows near the largest value; its own kernel (a strided
+    input, oneDNN off, float64) is x * 0.5 * (1 + erf(x / sqrt(2))), whose special values the
+    fused forward and backward take: gelu(inf) = inf, gelu(-inf) = NaN, no overflow below the
+    largest value. Compared with eager with oneDNN off; values on both sides of each branch."""
+    top = torch.finfo(dtype).max
+    values = [math.inf, -math.inf, math.nan, top, -top, top / 2, -top / 2, 1e30, -1e30, 0.0,
+              -0.0, 1e-40, -1e-40, 3.0, -3.0, 0.5]
+    x = torch.tensor(values * 3, dtype=torch.float64).to(dtype)
+    grad = torch.linspace(-2, 2, x.numel(), dtype=torch.float64).to(dtype)
+
+    def forward_backward(t, g):
+        t = t.detach().requires_grad_(True)
+        y = F.gelu(t, approximate=approximate)
+        (dx,) = torch.autograd.grad(y, t, g)
+        return y.detach(), dx
+
+    with torch.backends.mkldnn.flags(enabled=False):
+        check(forward_backward, x, grad, **tolerances(dtype))
+    assert lazyfuse.metrics()["KernelsLaunched"] >= 1
+
+
 REDUCTIONS = [
     ("sum_dim", lambda x: x.sum(1)), ("sum_all", lambda x: x.sum()),
     ("sum_keepdim_first", lambda x: x.sum(0, keepdim=True)), ("mean", lambda x: x.mean((0, 2))),
