@@ -6,6 +6,8 @@ of bench/models.py taken apart phase by phase.
              optimizer step, mark_step (lazy: graph lookup and the plan run),
              loss.item()
   kv_decode  one token of bench/models.py's KV-cache decoder: recording, then mark_step
+  kv_lines   the same token statement by statement (the lines of models.Decoder.forward,
+             grouped, each summed over both layers), then mark_step
   adam_300   Adam over 300 ResNet-shaped tensors: opt.step() (lazy: recording), then mark_step
 
 For each, the lazy side's ops recorded and graph nodes per step, and the time of its plans by kind
@@ -22,6 +24,7 @@ import collections
 import copy
 import datetime
 import json
+import math
 import pathlib
 import statistics
 import sys
@@ -53,12 +56,13 @@ def plan_by_kind():
 
 
 def timed_phases(phases):
-    """Runs the (name, fn) phases in order, returns {name: microseconds}."""
+    """Runs the (name, fn) phases in order, returns {name: microseconds} (a name that comes
+    more than once, the sum)."""
     out = {}
     for name, fn in phases:
         start = time.perf_counter()
         fn()
-        out[name] = (time.perf_counter() - start) * 1e6
+        out[name] = out.get(name, 0.0) + (time.perf_counter() - start) * 1e6
     return out
 
 
@@ -113,7 +117,10 @@ def mlp_demo_sides():
     return sides
 
 
-def kv_decode_sides():
+def decoder_sides(token_phases):
+    """Eager and lazy sides of bench/models.py's KV-cache decoder, one token a step:
+    `token_phases(model, cache, positions, pos, t, x, state, lazy)` gives the step's phases for
+    token `t` of input `x`, which leave the token's output in state["x"]."""
     b, d, heads, layers, tokens = 4, 256, 4, 2, 64
     torch.manual_seed(0)
     base = models.Decoder(d, heads, layers).eval()
@@ -128,17 +135,87 @@ def kv_decode_sides():
 
         def phases(model=model, cache=cache, positions=positions, pos=pos, state=state,
                    lazy=side == "lazy", x_start=x0.to(dev)):
-            def token():
-                with torch.no_grad():
-                    state["x"] = model(state["x"], cache, pos[state["t"]], positions)
-                state["t"] = (state["t"] + 1) % tokens
-                if state["t"] == 0:
-                    state["x"] = x_start
-
-            return [("token", token), ("mark_step", lazyfuse.mark_step if lazy else lambda: None)]
+            t = state["t"]
+            state["t"] = (t + 1) % tokens
+            x = state["x"] if t else x_start
+            return token_phases(model, cache, positions, pos[t], x, state, lazy)
 
         sides[side] = Side(side == "lazy", phases)
     return sides
+
+
+def kv_decode_sides():
+    def token_phases(model, cache, positions, pos, x, state, lazy):
+        def token():
+            with torch.no_grad():
+                state["x"] = model(x, cache, pos, positions)
+
+        return [("token", token), ("mark_step", lazyfuse.mark_step if lazy else lambda: None)]
+
+    return decoder_sides(token_phases)
+
+
+def decoder_line_phases(model, x, cache, pos, positions, state):
+    """models.Decoder.forward for one token, statement by statement: (name, fn) phases that
+    leave the result in state["x"], each line group named the same in every layer."""
+    b, _, d = x.shape
+    heads = model.heads
+    dh = d // heads
+    s = {"x": x}
+
+    def mask():
+        s["mask"] = positions > pos
+
+    def layer(i, blk):
+        def ln_qkv():
+            s["h"] = blk["qkv"](blk["ln"](s["x"]))
+
+        def split_views():
+            q, k, v = s["h"].split(d, dim=-1)
+            s["q"], s["k"], s["v"] = (z.view(b, 1, heads, dh).transpose(1, 2) for z in (q, k, v))
+
+        def cache_writes():
+            cache[i, 0].index_copy_(2, pos, s["k"])
+            cache[i, 1].index_copy_(2, pos, s["v"])
+
+        def scores():
+            s["scores"] = s["q"] @ cache[i, 0].transpose(-2, -1)
+
+        def softmax():
+            scaled = s["scores"] * (1.0 / math.sqrt(dh))
+            s["p"] = scaled.masked_fill(s["mask"], float("-inf")).softmax(-1)
+
+        def values():
+            s["y"] = (s["p"] @ cache[i, 1]).transpose(1, 2).reshape(b, 1, d)
+
+        def proj_mlp():
+            xi = s["x"] + blk["proj"](s["y"])
+            s["x"] = xi + blk["fc2"](F.gelu(blk["fc1"](xi)))
+
+        return [("ln+qkv", ln_qkv), ("split+views", split_views),
+                ("cache writes", cache_writes), ("q@k^T", scores), ("softmax", softmax),
+                ("p@v+reshape", values), ("proj+mlp", proj_mlp)]
+
+    phases = [("mask", mask)]
+    for i, blk in enumerate(model.blocks):
+        phases += layer(i, blk)
+    def result():  # the intermediates die here, as the decoder's locals do
+        state["x"] = s.pop("x")
+        s.clear()
+
+    phases.append(("result", result))
+    return phases
+
+
+def kv_lines_sides():
+    def token_phases(model, cache, positions, pos, x, state, lazy):
+        grad_off = torch.no_grad()
+        return ([("no_grad", grad_off.__enter__)]
+                + decoder_line_phases(model, x, cache, pos, positions, state)
+                + [("no_grad", lambda: grad_off.__exit__(None, None, None)),
+                   ("mark_step", lazyfuse.mark_step if lazy else lambda: None)])
+
+    return decoder_sides(token_phases)
 
 
 def adam_300_sides():
@@ -160,7 +237,7 @@ def adam_300_sides():
 
 
 WORKLOADS = {"mlp_demo": mlp_demo_sides, "kv_decode": kv_decode_sides,
-             "adam_300": adam_300_sides}
+             "kv_lines": kv_lines_sides, "adam_300": adam_300_sides}
 
 
 def measure(name, steps):
