@@ -119,8 +119,9 @@ def mlp_demo_sides():
 
 def decoder_sides(token_phases):
     """Eager and lazy sides of bench/models.py's KV-cache decoder, one token a step:
-    `token_phases(model, cache, positions, pos, t, x, state, lazy)` gives the step's phases for
-    token `t` of input `x`, which leave the token's output in state["x"]."""
+    `token_phases(model, cache, positions, pos, x, state, lazy)` gives the step's phases for the
+    token at position tensor `pos` with input `x`; they leave the token's output in
+    state["x"]. Token 0 takes the first input again, as a new sequence."""
     b, d, heads, layers, tokens = 4, 256, 4, 2, 64
     torch.manual_seed(0)
     base = models.Decoder(d, heads, layers).eval()
@@ -199,6 +200,7 @@ def decoder_line_phases(model, x, cache, pos, positions, state):
     phases = [("mask", mask)]
     for i, blk in enumerate(model.blocks):
         phases += layer(i, blk)
+
     def result():  # the intermediates die here, as the decoder's locals do
         state["x"] = s.pop("x")
         s.clear()
