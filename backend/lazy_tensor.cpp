@@ -91,6 +91,7 @@ bool LazyData::takeComputed() {
   buffer_ = data->data();
   value_ = Value{std::move(data), 0};  // the device data asInput() would make for `buffer_`
   error_.clear();
+  ++version_;
   return true;
 }
 
@@ -98,12 +99,14 @@ void LazyData::setPending(Value value) {
   value_ = std::move(value);
   buffer_ = at::Tensor();
   error_.clear();
+  ++version_;
 }
 
 void LazyData::setBuffer(at::Tensor buffer) {
   buffer_ = std::move(buffer);
   value_ = Value{};
   error_.clear();
+  ++version_;
 }
 
 void LazyData::setBroken(std::string error) {
@@ -111,6 +114,7 @@ void LazyData::setBroken(std::string error) {
   error_ = std::move(error);
   value_ = Value{};
   buffer_ = at::Tensor();
+  ++version_;
 }
 
 void LazyData::release_resources() {
@@ -136,6 +140,11 @@ LazyTensorImpl::LazyTensorImpl(c10::intrusive_ptr<LazyData> data, const TensorMe
                       c10::scalarTypeToTypeMeta(meta.dtype), lazyDevice()),
       data_(std::move(data)) {
   set_sizes_and_strides(meta.sizes, meta.strides);
+}
+
+void LazyTensorImpl::release_resources() {
+  data_.reset();
+  c10::TensorImpl::release_resources();
 }
 
 TensorMeta LazyTensorImpl::meta() const {

@@ -39,6 +39,9 @@ class LazyData final : public c10::intrusive_ptr_target {
 
   /// A number no other LazyData of this process has had (torch._lazy.get_tensor_id).
   int64_t id() const { return id_; }
+  /// Changes whenever this data is given another value (or its value another form): a view of
+  /// it is the same value while id and version are (Note [Replaying lazy views]).
+  uint64_t version() const { return version_; }
   bool isPending() const { return value_.node && !buffer_.defined(); }
   bool isBroken() const { return !error_.empty(); }
   /// Raises when this data is broken. See Note [Failed syncs].
@@ -59,6 +62,7 @@ class LazyData final : public c10::intrusive_ptr_target {
 
  private:
   const int64_t id_;
+  uint64_t version_ = 0;
   Value value_;
   at::Tensor buffer_;
   std::string error_;  // why this data has no value; empty unless broken
@@ -95,6 +99,10 @@ class LazyTensorImpl final : public c10::TensorImpl {
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const override;
   void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override;
+  /// Drops the data when the last strong reference goes: a weak reference to a lazy tensor
+  /// (Note [Replaying lazy views]) must not keep its value alive, which would make it an output
+  /// of the next graph.
+  void release_resources() override;
 
  private:
   const char* tensorimpl_type_name() const override { return "LazyTensorImpl"; }

@@ -4,6 +4,7 @@
 #include "backend/device.h"
 #include "backend/graph_executor.h"
 #include "backend/lazy_tensor.h"
+#include "backend/view_kernels.h"
 #include "backend/write_aliasing.h"
 #include "lazy_ir/check.h"
 
@@ -56,6 +57,7 @@ bool madeThroughUnscatterableView(const at::Tensor& t) {
     // there: DDP's gradient bucket views are such. A view of an as_strided, or an as_strided of a
     // view, may be one element of an as_strided that overlaps itself.
     if (meta->is_as_strided && metas.size() > 1) return true;
+    if (isLazyExpandViewMeta(*meta)) return true;  // Note [Lazy view kernels]
     // PyTorch generates one ViewMeta class per view op, named after it.
     const std::string_view name = typeid(*meta).name();
     for (const char* op : {"unfold_ViewMeta", "expand_ViewMeta"}) {

@@ -3,6 +3,7 @@
 #include "backend/device.h"
 #include "backend/functionalize_kernels.h"
 #include "backend/lazy_tensor.h"
+#include "backend/view_kernels.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
 
@@ -68,15 +69,19 @@ void placeView(const at::Tensor& view) {
   giveStorageAnAddress(view);
 }
 
-/// The Functionalize kernel the op had (PyTorch's, or lazyfuse's write kernel for an in-place
-/// view op), then placeView on its results.
+/// lazyfuse's view kernel (Note [Lazy view kernels]) where the op has one and it takes the call,
+/// else the Functionalize kernel the op had (PyTorch's, or lazyfuse's write kernel for an
+/// in-place view op); then placeView on its results.
 class ViewAddressKernel final : public c10::OperatorKernel {
  public:
-  explicit ViewAddressKernel(c10::SafeKernelFunction below) : below_(std::move(below)) {}
+  ViewAddressKernel(c10::SafeKernelFunction below, const LazyViewOp* view, size_t num_args)
+      : below_(std::move(below)), view_(view), num_args_(num_args) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                   torch::jit::Stack* stack) {
-    below_.callBoxed(op, keys, stack);
+    if (view_ == nullptr || !takeLazyView(*view_, num_args_, stack)) {
+      below_.callBoxed(op, keys, stack);
+    }
     const size_t results = op.schema().returns().size();
     for (size_t r = stack->size() - results; r < stack->size(); ++r) {
       forEachTensor((*stack)[r], placeView);
@@ -85,6 +90,8 @@ class ViewAddressKernel final : public c10::OperatorKernel {
 
  private:
   c10::SafeKernelFunction below_;
+  const LazyViewOp* view_;
+  size_t num_args_;
 };
 
 /// set_ with a storage, on a lazy tensor: with its own storage, as_strided_ (x.set_(x.storage(),
@@ -152,8 +159,11 @@ bool registerViewAddressKernel(const c10::OperatorHandle& op, torch::Library& fu
     return false;
   }
   // Over what lazy calls get now: PyTorch's kernel, or lazyfuse's write kernel (in-place views).
+  // lazyfuse's view kernel stands in for PyTorch's only.
+  const LazyViewOp* ours = hasLazyFunctionalizeKernel(op) ? nullptr : lazyViewOpFor(op);
   auto kernel = std::make_unique<ViewAddressKernel>(
-      op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize));
+      op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize), ours,
+      op.schema().arguments().size());
   implLazyOnFunctionalize(functionalize_lib, op,
                           c10::KernelFunction::makeFromBoxedFunctor(std::move(kernel)));
   return true;

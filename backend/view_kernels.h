@@ -1,0 +1,27 @@
+#pragma once
+
+// lazyfuse's own functionalization of the common view ops on lazy tensors: see Note [Lazy view
+// kernels] in view_kernels.cpp.
+
+#include <ATen/FunctionalStorageImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace lazyfuse {
+
+struct LazyViewOp;
+
+/// The view op's entry in lazyfuse's table of view kernels, or null when PyTorch's
+/// functionalization kernel serves it.
+const LazyViewOp* lazyViewOpFor(const c10::OperatorHandle& op);
+
+/// Functionalizes the call on the stack (a view of a lazy tensor, `num_args` arguments) as
+/// PyTorch's kernel would, without its reference output on Meta. False, with the stack untouched,
+/// for a call it leaves to PyTorch's kernel (not a functional tensor, views reapplied, symbolic
+/// sizes, sizes eager's `view` refuses).
+bool takeLazyView(const LazyViewOp& view, size_t num_args, torch::jit::Stack* stack);
+
+/// Whether `meta` is the ViewMeta of an expand made by takeLazyView (whose inverse sums).
+bool isLazyExpandViewMeta(const at::functionalization::ViewMeta& meta);
+
+}  // namespace lazyfuse
