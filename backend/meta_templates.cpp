@@ -210,7 +210,9 @@ bool hasSizeGenericMeta(const c10::OperatorHandle& op, const OpTraits& traits) {
                                                 "aten::_log_softmax_backward_data",
                                                 "aten::mm",
                                                 "aten::bmm",
-                                                "aten::addmm"};
+                                                "aten::addmm",
+                                                "aten::matmul",
+                                                "aten::linear"};
   const bool by_function = traits.shape_function != nullptr;  // Note [Shape functions]
   if (traits.eager || (traits.probes_stand_ins && by_function)) return false;
   if (!by_function && (traits.view_op || traits.scatters_into_self)) return false;

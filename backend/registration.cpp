@@ -8,6 +8,7 @@
 #include "backend/recorder.h"
 #include "backend/storage_addresses.h"
 #include "backend/transfers.h"
+#include "backend/whole_composites.h"
 #include "backend/write_checks.h"
 #include "backend/write_functionalization.h"
 
@@ -108,6 +109,8 @@ void registerDynamicKernels() {
       c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(functionalizePolygamma)));
   registerHostScalarKernels(*lazy_lib, *functionalize_lib);
   registerAttentionKernels(*autograd_lib, *functionalize_lib);  // Note [Fused attention]
+  // Note [Composite ops recorded whole]
+  registerWholeCompositeKernels(*lazy_lib, *autograd_lib, *functionalize_lib);
   // See Note [set_data across InferenceMode]; on Functionalize before the loop below would give
   // it decomposeKernel there.
   implLazyOnFunctionalize(
@@ -132,7 +135,7 @@ void registerDynamicKernels() {
     if (registerOutFunctionalization(*op, *functionalize_lib)) ++outs;
     if (registerOutDecomposition(*op, *autograd_lib)) ++outs;
     if (registerWriteKernel(*op, *functionalize_lib)) ++checked;
-    if (decomposesOnFunctionalize(*op) && !isFusedAttentionOp(name)) {
+    if (decomposesOnFunctionalize(*op) && !isFusedAttentionOp(name) && !isWholeCompositeOp(name)) {
       implLazyOnFunctionalize(*functionalize_lib, *op,
                               c10::KernelFunction::makeFromBoxedFunction<&decomposeKernel>());
       ++decomposed;

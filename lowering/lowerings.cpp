@@ -40,7 +40,7 @@ bool readsAnyLayout(const std::string& name) {
   // The ops where views of weights and activations meet in training: the matmul and
   // convolution families and their backward ops, with the losses and lookups around them.
   static const std::unordered_set<std::string> kAnyLayout = {
-      "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "linear",
+      "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "linear", "matmul",
       "_addmm_activation", "convolution", "_convolution", "convolution_backward", "embedding",
       "embedding_dense_backward", "index_select", "gather", "cat", "stack", "mse_loss",
       "mse_loss_backward", "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward",

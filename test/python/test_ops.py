@@ -590,3 +590,38 @@ def test_attention_errors_like_eager():
         x = q.to("lazy")
         F.scaled_dot_product_attention(x, x[..., :4], x)
     assert str(lazy.value) == str(eager.value)
+
+
+# ---- matmul and linear recorded whole (Note [Composite ops recorded whole]) -----------------
+
+MATMUL_SHAPES = [((5,), (5,)), ((3, 5), (5,)), ((5,), (5, 4)), ((3, 5), (5, 4)),
+                 ((2, 3, 5), (5, 4)), ((5,), (2, 5, 4)), ((2, 1, 3, 5), (4, 5, 6)),
+                 ((4, 4, 1, 8), (4, 4, 8, 6))]
+
+
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matmul_and_linear_recorded_whole(shapes):
+    """Without autograd, matmul and linear record one node each, with eager's values and
+    strides; with autograd they decompose as before and give eager's gradients."""
+    a, b = randn(*shapes[0]), randn(*shapes[1], seed=1)
+    weight, bias = randn(7, shapes[0][-1], seed=2), randn(7, seed=3)
+    expected_mm, expected_lin = reference(torch.matmul, a, b), reference(F.linear, a, weight, bias)
+    la, lb, lw, lbias = (t.to("lazy") for t in (a, b, weight, bias))
+    lazyfuse.mark_step()
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode():
+            before = lazyfuse.metrics()["OpsRecorded"]
+            mm, lin = torch.matmul(la, lb), F.linear(la, lw, lbias)
+            assert lazyfuse.metrics()["OpsRecorded"] - before == 2
+            for got, expected in ((mm, expected_mm), (lin, expected_lin)):
+                assert got.stride() == expected.stride()
+                torch.testing.assert_close(got.cpu(), expected)
+
+    def grads(device):
+        leaves = [t.to(device).requires_grad_() for t in (a, b, weight, bias)]
+        out = torch.matmul(leaves[0], leaves[1]).sum() + F.linear(*leaves[:1], *leaves[2:]).sum()
+        out.backward()
+        return [t.grad.cpu() for t in leaves]
+
+    for got, expected in zip(grads("lazy"), grads(REFERENCE)):
+        torch.testing.assert_close(got, expected)
