@@ -347,9 +347,10 @@ bool takeLazyView(const LazyViewOp& view, size_t num_args, torch::jit::Stack* st
     return false;
   }
   std::optional<ViewArgs> parsed = parseArgs(view.kind, args);
-  if (!parsed || (view.kind == ViewKind::kView && !viewable(self, parsed->ints))) return false;
-  // Note [Replaying lazy views]
+  if (!parsed) return false;
+  // Note [Replaying lazy views]; before the check of `view`, which reads the synced geometry.
   if (!F::unsafeGetFunctionalWrapper(self)->is_up_to_date()) F::sync(self);
+  if (view.kind == ViewKind::kView && !viewable(self, parsed->ints)) return false;
   const at::Tensor base = F::from_functional_tensor(self);
   at::Tensor value;
   {

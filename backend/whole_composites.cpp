@@ -42,12 +42,14 @@ bool autogradRecords(c10::ArrayRef<c10::IValue> args) {
   return false;
 }
 
-void autogradKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void autogradKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                    torch::jit::Stack* stack) {
   if (autogradRecords(torch::jit::last(*stack, op.schema().arguments().size()))) {
     return op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
   }
+  // On to the keys below autograd, as an autograd kernel with nothing to record goes.
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  op.callBoxed(stack);
+  op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
 }
 
 /// Unwraps the functional tensors among the arguments (synced), records the op on their values
