@@ -127,9 +127,28 @@ void setStorage(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::
   stack->push_back(self);
 }
 
+/// _has_same_storage_numel on the wrappers, whose storages have a size: PyTorch's Functionalize
+/// fallback ran it on the lazy values, which have no storage, and crashed the process
+/// (forward-mode AD asks it of a tangent in make_dual). See Note [Addresses of lazy storages].
+void hasSameStorageNumel(const c10::OperatorHandle&, c10::DispatchKeySet,
+                         torch::jit::Stack* stack) {
+  auto numel = [](const at::Tensor& t) {
+    if (!t.unsafeGetTensorImpl()->has_storage()) return t.numel();
+    return static_cast<int64_t>(t.storage().nbytes() / t.itemsize());
+  };
+  const bool same = numel((*stack)[stack->size() - 2].toTensor()) ==
+                    numel((*stack)[stack->size() - 1].toTensor());
+  torch::jit::drop(*stack, 2);
+  stack->push_back(same);
+}
+
 }  // namespace
 
 void registerStorageKernels(torch::Library& functionalize_lib) {
+  implLazyOnFunctionalize(
+      functionalize_lib,
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::_has_same_storage_numel", ""),
+      c10::KernelFunction::makeFromBoxedFunction<&hasSameStorageNumel>());
   // On Functionalize, before the write checks, which would run set_ on CPU stand-ins.
   for (const char* overload : {"source_Storage", "source_Storage_storage_offset"}) {
     implLazyOnFunctionalize(functionalize_lib,

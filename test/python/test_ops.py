@@ -625,3 +625,27 @@ def test_matmul_and_linear_recorded_whole(shapes):
 
     for got, expected in zip(grads("lazy"), grads(REFERENCE)):
         torch.testing.assert_close(got, expected)
+
+
+def test_matmul_and_linear_under_functorch_transforms():
+    """torch.func.grad and vmap of matmul and linear over lazy tensors, and a forward-mode
+    tangent through matmul, give eager's values: the kernels of Note [Composite ops recorded
+    whole] go below autograd with the call's own keys, so a functorch layer sees each call once."""
+    from torch.autograd import forward_ad
+
+    x, w, batch = randn(3, 4), randn(4, 5, seed=1), randn(6, 3, 4, seed=2)
+    loss = lambda a, m: torch.matmul(a, m).sin().sum()
+    grad_of = lambda a, m: torch.func.grad(loss)(a, m)
+    mapped = lambda b, m: torch.func.vmap(lambda a: torch.matmul(a, m))(b)
+    mapped_linear = lambda b, m: torch.func.vmap(lambda a: F.linear(a, m.t()))(b)
+    for fn, inputs in ((grad_of, (x, w)), (mapped, (batch, w)), (mapped_linear, (batch, w))):
+        expected = reference(fn, *inputs)
+        with torch.no_grad() if fn is mapped_linear else torch.enable_grad():
+            got = fn(*(t.to("lazy") for t in inputs))
+        torch.testing.assert_close(got.cpu(), expected)
+
+    tangent = randn(3, 4, seed=3)
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(x.to("lazy"), tangent.to("lazy"))
+        got = forward_ad.unpack_dual(torch.matmul(dual, w.to("lazy"))).tangent
+    torch.testing.assert_close(got.cpu(), reference(torch.matmul, tangent, w))
