@@ -10,7 +10,7 @@
 // record the op on Lazy (recordOp); the plan runs it as an extern step, ATen's own matmul or
 // linear on the hardware device, the kernel eager runs (its output laid out as Meta infers it
 // from the same composite). Where autograd records, the composite runs as before, so that each
-// part gets its derivative. Pinned by test_ops.py::test_matmul_and_linear_recorded_whole.
+// part gets its derivative. Pinned by test_whole_composites.py.
 #include "backend/whole_composites.h"
 
 #include "backend/device.h"
