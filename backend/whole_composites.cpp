@@ -9,13 +9,15 @@
 // Functionalize (lazy-only) they unwrap the inputs as PyTorch's functionalization does and
 // record the op on Lazy (recordOp); the plan runs it as an extern step, ATen's own matmul or
 // linear on the hardware device, the kernel eager runs (its output laid out as Meta infers it
-// from the same composite). Where autograd records, the composite runs as before, so that each
-// part gets its derivative. Pinned by test_whole_composites.py.
+// from the same composite). Where autograd records, the op is recorded whole too, with a
+// derivative of ours (Note [Derivatives of ops recorded whole]), or the composite runs as
+// before, so that each part gets its derivative. Pinned by test_whole_composites.py.
 #include "backend/whole_composites.h"
 
 #include "backend/device.h"
 #include "backend/functionalize_kernels.h"
 #include "backend/recorder.h"
+#include "backend/whole_composite_grads.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -45,6 +47,7 @@ bool autogradRecords(c10::ArrayRef<c10::IValue> args) {
 void autogradKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                     torch::jit::Stack* stack) {
   if (autogradRecords(torch::jit::last(*stack, op.schema().arguments().size()))) {
+    if (recordWholeWithGrad(op, keys, stack)) return;  // Note [Derivatives of ops recorded whole]
     return op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
   }
   // On to the keys below autograd, as an autograd kernel with nothing to record goes.
