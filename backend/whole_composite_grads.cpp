@@ -19,10 +19,10 @@
 // after a backward without retain_graph). Calls this does not take run the composite as before:
 // a forward-mode tangent on an input, an active functorch transform (its layers see the
 // composite's parts), a 1-d argument of matmul or an input of linear under 2 dims, complex or
-// integer dtypes, mixed dtypes, a Python subclass, or a tensor that is not lazy. The graph of the
-// step is smaller, the values are eager's (the extern runs ATen's matmul and linear; the
-// derivatives' products are the ones eager's AddmmBackward and MmBackward compute, summed in the
-// same order up to the BLAS's blocking). Pinned by test_whole_composites.py.
+// integer dtypes, mixed dtypes, symbolic sizes, a Python subclass, or a tensor that is not lazy.
+// The graph of the step is smaller, the values are eager's (the extern runs ATen's matmul and
+// linear; the derivatives' products are the ones eager's AddmmBackward and MmBackward compute,
+// summed in the same order up to the BLAS's blocking). Pinned by test_whole_composites.py.
 #include "backend/whole_composite_grads.h"
 
 #include "backend/device.h"
@@ -48,12 +48,13 @@ using torch::autograd::Node;
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
-/// A tensor argument the derivatives here take: lazy, of a real floating dtype, with no
-/// forward-mode tangent, and no Python subclass (or fake tensor) whose dispatch would see the
-/// composite's parts.
+/// A tensor argument the derivatives here take: lazy, of a real floating dtype and concrete
+/// sizes, with no forward-mode tangent, and no Python subclass (or fake tensor) whose dispatch
+/// would see the composite's parts.
 bool takes(const at::Tensor& t) {
   return isLazy(t) && at::isFloatingType(t.scalar_type()) && !t._fw_grad(/*level=*/0).defined() &&
-         !t.key_set().has(c10::DispatchKey::Python);
+         !t.key_set().has(c10::DispatchKey::Python) &&
+         !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
 }
 
 /// The dims but the last of a tensor of `dim` dims.
