@@ -33,6 +33,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <pthread.h>
+
 namespace lazyfuse {
 namespace {
 
@@ -218,6 +220,10 @@ void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& 
 //   sync] covers the main thread's syncs): a wait for it is not interruptible. Plans replayed as
 //   CUDA graphs, and any other hardware device, run synchronously. Counted by AsyncSteps. Pinned by
 //   test_async_steps.py.
+// - A fork (a DataLoader's workers, multiprocessing) copies no worker thread: once a step has been
+//   submitted, a fork first waits for the step in flight to finish (so the child's copy of its
+//   buffers is whole and its results are there to take), and the child starts a worker of its
+//   own at its first asynchronous step (before, the child's step waited forever).
 extern "C" void omp_set_num_threads(int);  // libgomp, which torch loads: a per-thread setting
 
 namespace {
@@ -241,8 +247,18 @@ struct AsyncStep {
 class StepWorker {
  public:
   static StepWorker& instance() {
-    static StepWorker* worker = new StepWorker();  // never destroyed: its thread outlives exit
-    return *worker;
+    std::lock_guard<std::mutex> lock(*instanceMutex());
+    if (slot() == nullptr) slot() = new StepWorker();  // never destroyed: its thread outlives exit
+    return *slot();
+  }
+
+  static bool started() { return slot() != nullptr; }
+
+  /// In the child of a fork: the worker's thread was not copied, and its mutex may have been
+  /// taken; the child's next asynchronous step starts a worker of its own.
+  static void forgetInForkedChild() {
+    instanceMutex() = new std::mutex();
+    slot() = nullptr;
   }
 
   void submit(std::shared_ptr<AsyncStep> step) {
@@ -263,7 +279,19 @@ class StepWorker {
   StepWorker() {
     std::thread([this] { loop(); }).detach();
     // A step still running at exit would run kernels of libraries being unloaded.
-    std::atexit([] { instance().waitIdle(); });
+    std::atexit([] {
+      if (started()) instance().waitIdle();
+    });
+  }
+
+  static StepWorker*& slot() {
+    static StepWorker* worker = nullptr;
+    return worker;
+  }
+
+  static std::mutex*& instanceMutex() {
+    static std::mutex* mutex = new std::mutex();
+    return mutex;
   }
 
   void waitIdle() {
@@ -347,6 +375,25 @@ constexpr size_t kMaxJudgements = 1024;
 InFlight& inFlight() {
   static InFlight* in_flight = new InFlight();
   return *in_flight;
+}
+
+/// Before a fork: the step in flight finishes first, so that the child's copy of its buffers is
+/// whole and its results are there for the child to take (which needs no worker).
+void finishStepBeforeFork() {
+  std::shared_ptr<AsyncStep> step;
+  {
+    std::lock_guard<std::mutex> lock(inFlight().mutex);
+    step = inFlight().step;
+  }
+  if (step && StepWorker::started()) StepWorker::instance().waitFor(*step);
+}
+
+void registerForkHandlers() {
+  static const bool registered = [] {
+    pthread_atfork(&finishStepBeforeFork, nullptr, &StepWorker::forgetInForkedChild);
+    return true;
+  }();
+  (void)registered;
 }
 
 bool holdsRoot(const LazyData& target, const Value& root) {
@@ -473,6 +520,7 @@ bool submitAsyncStep(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
     if (in_flight.step) return false;  // another thread's mark_step() got here first
     auto judged = in_flight.judgements.find(step->plan.get());
     if (judged == in_flight.judgements.end() || judged->second.synchronous_runs_left <= 0) {
+      registerForkHandlers();
       StepWorker::instance().submit(step);  // published only once the worker has it
       in_flight.step = std::move(step);
       return true;

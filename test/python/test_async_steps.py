@@ -135,3 +135,34 @@ def test_a_step_the_program_always_waits_for_runs_synchronously():
         counts.append(async_count())
     assert counts[-1] - counts[-6] == 0  # the last steps ran synchronously
     assert counts[-1] - counts[0] > 0  # the first ones on the worker
+
+
+def _child_reads_and_steps(in_flight, queue):
+    """In a forked child: the parent's value that was in flight at the fork, and a step of its
+    own on the worker the child starts."""
+    own = torch.arange(4.0, device="lazy") * 3
+    lazyfuse.mark_step()
+    queue.put((in_flight.cpu().tolist(), own.cpu().tolist()))
+
+
+def test_a_forked_child_takes_the_step_in_flight_and_runs_its_own():
+    """A fork (a DataLoader's workers) while a step runs on the worker: the child reads that
+    step's results and runs steps of its own (it waited forever before), and so does the parent."""
+    import multiprocessing
+
+    lazyfuse.mark_step()
+    lazyfuse.wait()
+    value = torch.arange(4.0, device="lazy") + 1
+    lazyfuse.mark_step()  # in flight while the child is forked
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_reads_and_steps, args=(value, queue))
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) == ([1.0, 2.0, 3.0, 4.0], [0.0, 3.0, 6.0, 9.0])
+    again = value * 2
+    lazyfuse.mark_step()
+    assert again.cpu().tolist() == [2.0, 4.0, 6.0, 8.0]
