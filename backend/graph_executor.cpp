@@ -4,6 +4,7 @@
 
 #include "backend/detail/graph_cache.h"
 #include "backend/detail/kept_values.h"
+#include "backend/detail/step_worker.h"
 #include "backend/device.h"
 #include "backend/logging.h"
 #include "backend/plan_compiler.h"
@@ -17,20 +18,17 @@
 #include "lowering/kernel_ir.h"
 #include "lowering/print_plan.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
-#include <thread>
 #include <unordered_map>
 
 #include <pthread.h>
@@ -39,11 +37,13 @@ namespace lazyfuse {
 namespace {
 
 using detail::addKeptOutputs;
+using detail::AsyncStep;
 using detail::freeDataInputs;
 using detail::internalUses;
 using detail::nodesToKeep;
 using detail::PlanEntry;
 using detail::planFor;
+using detail::StepWorker;
 
 // Note [Renaming ops share their input's buffer]
 // The buffers behind lazy tensors are never written in place while anything else holds them
@@ -224,126 +224,7 @@ void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& 
 //   submitted, a fork first waits for the step in flight to finish (so the child's copy of its
 //   buffers is whole and its results are there to take), and the child starts a worker of its
 //   own at its first asynchronous step (before, the child's step waited forever).
-extern "C" void omp_set_num_threads(int);  // libgomp, which torch loads: a per-thread setting
-
 namespace {
-
-struct AsyncStep {
-  std::vector<c10::intrusive_ptr<LazyData>> targets;
-  std::vector<Value> roots;
-  std::unique_ptr<Graph> graph;
-  std::vector<uint32_t> keep;
-  std::vector<std::vector<size_t>> kept_slots;
-  std::shared_ptr<const CompiledPlan> plan;
-  bool donates = false;
-  DonationState donation;
-  // Written by the worker; read after `done`.
-  int64_t run_ns = 0;
-  std::vector<at::Tensor> outputs;
-  std::exception_ptr error;
-  bool done = false;
-};
-
-class StepWorker {
- public:
-  static StepWorker& instance() {
-    std::lock_guard<std::mutex> lock(*instanceMutex());
-    if (slot() == nullptr) slot() = new StepWorker();  // never destroyed: its thread outlives exit
-    return *slot();
-  }
-
-  static bool started() { return slot() != nullptr; }
-
-  /// In the child of a fork: the worker's thread was not copied, and its mutex may have been
-  /// taken; the child's next asynchronous step starts a worker of its own.
-  static void forgetInForkedChild() {
-    instanceMutex() = new std::mutex();
-    slot() = nullptr;
-  }
-
-  void submit(std::shared_ptr<AsyncStep> step) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      LF_INTERNAL_ASSERT(!queued_, "an asynchronous step submitted while another waits to run");
-      queued_ = std::move(step);
-    }
-    cv_.notify_all();
-  }
-
-  void waitFor(const AsyncStep& step) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return step.done; });
-  }
-
- private:
-  StepWorker() {
-    std::thread([this] { loop(); }).detach();
-    // A step still running at exit would run kernels of libraries being unloaded.
-    std::atexit([] {
-      if (started()) instance().waitIdle();
-    });
-  }
-
-  static StepWorker*& slot() {
-    static StepWorker* worker = nullptr;
-    return worker;
-  }
-
-  static std::mutex*& instanceMutex() {
-    static std::mutex* mutex = new std::mutex();
-    return mutex;
-  }
-
-  void waitIdle() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return !queued_ && !running_; });
-  }
-
-  [[noreturn]] void loop() {
-    // One thread: the main thread records beside it, and a second team of OpenMP threads,
-    // spinning beside the main thread's, would take the cores from the recording and from eager
-    // work alike. A step longer than its recording runs synchronously instead.
-    // at::parallel_for sets a new thread's count on its first call: set it first, then ours.
-    at::internal::lazy_init_num_threads();
-    omp_set_num_threads(1);
-    for (;;) {
-      std::shared_ptr<AsyncStep> step;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return queued_ != nullptr; });
-        step = std::move(queued_);
-        running_ = true;
-      }
-      run(*step);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        step->done = true;
-        running_ = false;
-      }
-      cv_.notify_all();
-    }
-  }
-
-  static void run(AsyncStep& step) {
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      ScopedTimer timer(metrics::execute_time);
-      RECORD_USER_SCOPE("lazyfuse::execute");
-      step.outputs = runPlan(step.plan->plan, *step.graph, step.plan->kernels.get(),
-                             step.donates ? &step.donation : nullptr);
-    } catch (...) {
-      step.error = std::current_exception();
-    }
-    step.run_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
-  }
-
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::shared_ptr<AsyncStep> queued_;
-  bool running_ = false;
-};
 
 struct InFlight {
   std::mutex mutex;  // held while a step's results are taken
