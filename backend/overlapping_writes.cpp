@@ -115,13 +115,18 @@ void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits, const 
   }
   values.push_back(lazyImpl(base)->dataPtr());
   syncData(values);
+  // In bytes: a view of the storage may have another dtype than its base (view_as_real of a
+  // complex tensor, view(dtype)), its sizes, strides and offset counted in its own elements.
+  auto end_byte = [](const at::Tensor& t) {
+    return endElement(t) * static_cast<int64_t>(t.element_size());
+  };
   torch::jit::Stack call;
-  int64_t span = endElement(base);
+  int64_t span = end_byte(base);
   for (const c10::IValue& v : args) {
     call.push_back(standInArg(v, hardwareDevice(), [&](const at::Tensor& t) {
       if (!t.defined() || !isLazy(t)) return t;
       if (in_storage(t)) {
-        span = std::max(span, endElement(t));
+        span = std::max(span, end_byte(t));
         return t;  // replaced by a view into the memory below
       }
       return materialize(t);
@@ -130,20 +135,26 @@ void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits, const 
   const at::Tensor base_value = materialize(base);
   at::AutoDispatchSkipFunctionalize skip_functionalize;
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  const auto options = at::TensorOptions().dtype(base.scalar_type()).device(hardwareDevice());
-  at::Tensor memory = at::empty({span}, options);
-  memory.as_strided(base.sizes(), base.strides(), storageOffsetOf(base)).copy_(base_value);
+  constexpr int64_t kWidest = 16;  // complex128: every dtype's view of the bytes divides them
+  at::Tensor memory = at::empty({(span + kWidest - 1) / kWidest * kWidest},
+                                at::TensorOptions().dtype(at::kByte).device(hardwareDevice()));
+  auto in_memory = [&](const at::Tensor& t) {
+    return memory.view(t.scalar_type()).as_strided(t.sizes(), t.strides(), storageOffsetOf(t));
+  };
+  in_memory(base).copy_(base_value);
   for (c10::IValue& v : call) {
     v = standInArg(v, hardwareDevice(), [&](const at::Tensor& t) {
       if (!in_storage(t)) return t;
-      return memory.as_strided(t.sizes(), t.strides(), storageOffsetOf(t));
+      return in_memory(t);
     });
   }
 
   op.callBoxed(call);  // eager's kernel: its errors, its warnings, its order of writes
 
-  at::Tensor new_value = at::empty_strided(base.sizes(), base.strides(), options);
-  new_value.copy_(memory.as_strided(base.sizes(), base.strides(), storageOffsetOf(base)));
+  at::Tensor new_value =
+      at::empty_strided(base.sizes(), base.strides(),
+                        at::TensorOptions().dtype(base.scalar_type()).device(hardwareDevice()));
+  new_value.copy_(in_memory(base));
   storage->add_update(makeMaterializedTensor(std::move(new_value)), {});
   F::unsafeGetFunctionalWrapper(written)->mark_mutation();
   F::sync(written);  // regenerated from the new base, as every other view is when next used

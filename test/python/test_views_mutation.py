@@ -456,6 +456,22 @@ def test_write_through_unfold_expand_or_as_strided_like_eager(write):
     assert_mutation_same(write, torch.tensor([1.0, -2.0, -3.0, 4.0, -5.0]))
 
 
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda x: x.unfold(-1, 1, 1).imag.zero_(),
+        lambda x: torch.view_as_real(x.unfold(-1, 2, 1))[..., 0].add_(10),
+        lambda x: x.unfold(-1, 2, 2).view(torch.float32).mul_(-1),
+    ],
+    ids=["imag_of_unfold", "view_as_real_of_unfold", "view_dtype_of_unfold"],
+)
+def test_write_on_memory_through_a_view_of_another_dtype_like_eager(write):
+    """A write that runs on memory through a view whose dtype is not its base's: its sizes,
+    strides and offset count elements of its own dtype."""
+    x = torch.complex(torch.arange(6.0).view(2, 3), torch.arange(6.0).view(2, 3) + 10)
+    assert_mutation_same(write, x)
+
+
 def test_write_through_unfold_of_a_permuted_view_keeps_eagers_strides():
     results = []
     for device in ("cpu", "lazy"):
