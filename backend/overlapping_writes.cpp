@@ -138,8 +138,14 @@ void writeOnMemory(const c10::OperatorHandle& op, const OpTraits& traits, const 
   constexpr int64_t kWidest = 16;  // complex128: every dtype's view of the bytes divides them
   at::Tensor memory = at::empty({(span + kWidest - 1) / kWidest * kWidest},
                                 at::TensorOptions().dtype(at::kByte).device(hardwareDevice()));
+  // With t's math bits: the memory holds eager's bytes, and a view with a bit reads and writes
+  // them through it (Note [Conjugate and negative bits of lazy views]).
   auto in_memory = [&](const at::Tensor& t) {
-    return memory.view(t.scalar_type()).as_strided(t.sizes(), t.strides(), storageOffsetOf(t));
+    at::Tensor view =
+        memory.view(t.scalar_type()).as_strided(t.sizes(), t.strides(), storageOffsetOf(t));
+    view._set_conj(t.is_conj());
+    view._set_neg(t.is_neg());
+    return view;
   };
   in_memory(base).copy_(base_value);
   for (c10::IValue& v : call) {

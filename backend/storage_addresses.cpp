@@ -3,6 +3,7 @@
 #include "backend/device.h"
 #include "backend/functionalize_kernels.h"
 #include "backend/lazy_tensor.h"
+#include "backend/math_bits.h"
 #include "backend/view_kernels.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
@@ -71,20 +72,27 @@ void placeView(const at::Tensor& view) {
 
 /// lazyfuse's view kernel (Note [Lazy view kernels]) where the op has one and it takes the call,
 /// else the Functionalize kernel the op had (PyTorch's, or lazyfuse's write kernel for an
-/// in-place view op); then placeView on its results.
+/// in-place view op); then placeView on its results, and eager's conjugate and negative bits
+/// (Note [Conjugate and negative bits of lazy views]).
 class ViewAddressKernel final : public c10::OperatorKernel {
  public:
-  ViewAddressKernel(c10::SafeKernelFunction below, const LazyViewOp* view, size_t num_args)
-      : below_(std::move(below)), view_(view), num_args_(num_args) {}
+  ViewAddressKernel(c10::SafeKernelFunction below, const LazyViewOp* view, size_t num_args,
+                    MathBitsRule bits_rule)
+      : below_(std::move(below)), view_(view), num_args_(num_args), bits_rule_(bits_rule) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                   torch::jit::Stack* stack) {
+    const c10::IValue& self = (*stack)[stack->size() - num_args_];
+    const MathBits bits = self.isTensor() ? viewMathBits(bits_rule_, self.toTensor()) : MathBits{};
     if (view_ == nullptr || !takeLazyView(*view_, num_args_, stack)) {
       below_.callBoxed(op, keys, stack);
     }
     const size_t results = op.schema().returns().size();
     for (size_t r = stack->size() - results; r < stack->size(); ++r) {
-      forEachTensor((*stack)[r], placeView);
+      forEachTensor((*stack)[r], [bits](const at::Tensor& view) {
+        placeView(view);
+        if (view.defined() && isLazy(view)) setMathBits(view, bits);
+      });
     }
   }
 
@@ -92,6 +100,7 @@ class ViewAddressKernel final : public c10::OperatorKernel {
   c10::SafeKernelFunction below_;
   const LazyViewOp* view_;
   size_t num_args_;
+  MathBitsRule bits_rule_;
 };
 
 /// set_ with a storage, on a lazy tensor: with its own storage, as_strided_ (x.set_(x.storage(),
@@ -182,7 +191,7 @@ bool registerViewAddressKernel(const c10::OperatorHandle& op, torch::Library& fu
   const LazyViewOp* ours = hasLazyFunctionalizeKernel(op) ? nullptr : lazyViewOpFor(op);
   auto kernel = std::make_unique<ViewAddressKernel>(
       op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize), ours,
-      op.schema().arguments().size());
+      op.schema().arguments().size(), mathBitsRuleFor(op));
   implLazyOnFunctionalize(functionalize_lib, op,
                           c10::KernelFunction::makeFromBoxedFunctor(std::move(kernel)));
   return true;

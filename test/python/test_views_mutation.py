@@ -462,8 +462,9 @@ def test_write_through_unfold_expand_or_as_strided_like_eager(write):
         lambda x: x.unfold(-1, 1, 1).imag.zero_(),
         lambda x: torch.view_as_real(x.unfold(-1, 2, 1))[..., 0].add_(10),
         lambda x: x.unfold(-1, 2, 2).view(torch.float32).mul_(-1),
+        lambda x: x.unfold(-1, 1, 1).conj().imag.sub_(1),  # through a view with the negative bit
     ],
-    ids=["imag_of_unfold", "view_as_real_of_unfold", "view_dtype_of_unfold"],
+    ids=["imag_of_unfold", "view_as_real_of_unfold", "view_dtype_of_unfold", "imag_of_conj"],
 )
 def test_write_on_memory_through_a_view_of_another_dtype_like_eager(write):
     """A write that runs on memory through a view whose dtype is not its base's: its sizes,
