@@ -25,6 +25,19 @@ TORCH_LIBRARY_IMPL(_, Lazy, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&recordOp>());
 }
 
+// Quantized tensors have no lazy form (refuseQuantized in recorder.cpp): an op that would make
+// one on the lazy device (a factory of a quantized dtype: torch._empty_affine_quantized,
+// torch.empty(dtype=torch.quint8)) dispatches to QuantizedLazy, lazy's own key.
+void refuseQuantizedLazy(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(),
+                              ": quantized tensors are not supported on the lazy device; "
+                              "quantize on the CPU");
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedLazy, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuseQuantizedLazy>());
+}
+
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&toCopyKernel>());
   m.impl("copy", torch::CppFunction::makeFromBoxedFunction<&copyKernel>());

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import lazyfuse
 from error_cases import case, check_raises_at_op, data, on
-from helpers import INDEXES_OUT_OF_RANGE, REFERENCE
+from helpers import INDEXES_OUT_OF_RANGE, LAZY, REFERENCE, randn
 
 
 # ---- shape errors --------------------------------------------------------------------------
@@ -411,3 +411,26 @@ def test_import_lazyfuse_after_ts_backend_init_raises(python_subprocess):
     proc = python_subprocess(code, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "REFUSED:" in proc.stdout and "TorchScript" in proc.stdout, proc.stdout
+
+
+QUANTIZE = {
+    "quantize_per_tensor": lambda x: torch.quantize_per_tensor(x, 0.1, 0, torch.qint8),
+    "quantize_per_tensor_dynamic": lambda x: torch.quantize_per_tensor_dynamic(
+        x, torch.quint8, False),
+    "quantize_per_channel": lambda x: torch.quantize_per_channel(
+        x, torch.ones(2, device=x.device), torch.zeros(2, dtype=torch.long, device=x.device), 0,
+        torch.quint8),
+    "empty_affine_quantized": lambda x: torch._empty_affine_quantized(
+        [2, 3], scale=0.5, zero_point=1, dtype=torch.quint8, device=x.device),
+    "empty_of_a_quantized_dtype": lambda x: torch.empty(3, dtype=torch.qint8, device=x.device),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUANTIZE))
+def test_quantizing_a_lazy_tensor_is_refused_clearly(name):
+    # eager CPU quantizes; lazy tensors have no quantized form: an error that says so, at the op
+    x = randn(2, 3)
+    assert QUANTIZE[name](x).is_quantized
+    with pytest.raises(NotImplementedError, match="quantized tensors .* not supported on the lazy"):
+        QUANTIZE[name](x.to(LAZY))
+    torch.testing.assert_close((x.to(LAZY) * 2).cpu(), x * 2)  # the process goes on
