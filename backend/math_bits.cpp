@@ -37,13 +37,20 @@ MathBitsRule mathBitsRuleFor(const c10::OperatorHandle& op) {
   if (name == "aten::_neg_view") return MathBitsRule::kToggleNeg;
   if (name == "aten::view_as_real") return MathBitsRule::kRealView;
   if (name == "aten::view" && overload == "dtype") return MathBitsRule::kDtypeView;
+  // Such a view decomposes above Functionalize, or, in InferenceMode, on it (Note [Decomposing on
+  // Functionalize]): then its parts pass this kernel themselves, and imag's result is the
+  // negative view of a float tensor, not a view of the complex input with its bits.
+  if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+    return MathBitsRule::kDecomposed;
+  }
   return MathBitsRule::kCarry;
 }
 
 MathBits viewMathBits(MathBitsRule rule, const at::Tensor& self) {
   MathBits bits{self.is_conj(), self.is_neg()};
   switch (rule) {
-    case MathBitsRule::kCarry: break;
+    case MathBitsRule::kCarry:
+    case MathBitsRule::kDecomposed: break;
     case MathBitsRule::kToggleConj:
       // eager's _conj of a real tensor fails an assertion; conj() never calls it for one
       if (self.is_complex()) bits.conj = !bits.conj;

@@ -17,6 +17,7 @@ enum class MathBitsRule : uint8_t {
   kToggleNeg,   // _neg_view
   kRealView,    // view_as_real: refuses a conjugate input, keeps the negative bit
   kDtypeView,   // view(dtype): refuses an input with either bit
+  kDecomposed,  // a composite (imag, reshape) run on Functionalize: its parts set the bits
 };
 
 MathBitsRule mathBitsRuleFor(const c10::OperatorHandle& op);

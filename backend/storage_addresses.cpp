@@ -83,15 +83,16 @@ class ViewAddressKernel final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                   torch::jit::Stack* stack) {
     const c10::IValue& self = (*stack)[stack->size() - num_args_];
-    const MathBits bits = self.isTensor() ? viewMathBits(bits_rule_, self.toTensor()) : MathBits{};
+    const bool bits_here = bits_rule_ != MathBitsRule::kDecomposed && self.isTensor();
+    const MathBits bits = bits_here ? viewMathBits(bits_rule_, self.toTensor()) : MathBits{};
     if (view_ == nullptr || !takeLazyView(*view_, num_args_, stack)) {
       below_.callBoxed(op, keys, stack);
     }
     const size_t results = op.schema().returns().size();
     for (size_t r = stack->size() - results; r < stack->size(); ++r) {
-      forEachTensor((*stack)[r], [bits](const at::Tensor& view) {
+      forEachTensor((*stack)[r], [bits, bits_here](const at::Tensor& view) {
         placeView(view);
-        if (view.defined() && isLazy(view)) setMathBits(view, bits);
+        if (bits_here && view.defined() && isLazy(view)) setMathBits(view, bits);
       });
     }
   }

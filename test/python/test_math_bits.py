@@ -247,3 +247,31 @@ def test_random_chains_through_views_with_bits_match_eager(seed):
         _assert_same(fn, _complex(seed))
     except AssertionError as e:
         raise AssertionError(f"{text}: {e}") from e
+
+
+@pytest.mark.parametrize("seed", range(150, 210))
+def test_random_chains_in_inference_mode_match_eager(seed):
+    # composite views (imag, real, reshape) then decompose on Functionalize (Note [Decomposing on
+    # Functionalize]), where their parts set the bits
+    text, fn = _chain(seed)
+
+    def in_inference_mode(x):
+        with torch.inference_mode():
+            return fn(x)
+
+    try:
+        _assert_same(in_inference_mode, _complex(seed))
+    except AssertionError as e:
+        raise AssertionError(f"{text}: {e}") from e
+
+
+@pytest.mark.parametrize("name", ["conj", "imag", "real", "reshape"])
+def test_composite_view_ops_called_as_ops_keep_eagers_bits(name):
+    ops = {"conj": lambda c: torch.ops.aten.conj(c), "imag": lambda c: torch.ops.aten.imag(c),
+           "real": lambda c: torch.ops.aten.real(c),
+           "reshape": lambda c: torch.ops.aten.reshape(c, [12])}
+    for mode in (torch.no_grad, torch.inference_mode):
+        def fn(x):
+            with mode():
+                return ops[name](x.conj())
+        _assert_same(fn, _complex())
