@@ -57,7 +57,8 @@ bool madeThroughUnscatterableView(const at::Tensor& t) {
     // there: DDP's gradient bucket views are such. A view of an as_strided, or an as_strided of a
     // view, may be one element of an as_strided that overlaps itself.
     if (meta->is_as_strided && metas.size() > 1) return true;
-    if (isLazyExpandViewMeta(*meta)) return true;  // Note [Lazy view kernels]
+    if (isLazyExpandViewMeta(*meta)) return true;        // Note [Lazy view kernels]
+    if (isStorageAsStridedViewMeta(*meta)) return true;  // Note [as_strided of a view]
     // PyTorch generates one ViewMeta class per view op, named after it.
     const std::string_view name = typeid(*meta).name();
     for (const char* op : {"unfold_ViewMeta", "expand_ViewMeta"}) {

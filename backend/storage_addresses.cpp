@@ -77,15 +77,21 @@ void placeView(const at::Tensor& view) {
 class ViewAddressKernel final : public c10::OperatorKernel {
  public:
   ViewAddressKernel(c10::SafeKernelFunction below, const LazyViewOp* view, size_t num_args,
-                    MathBitsRule bits_rule)
-      : below_(std::move(below)), view_(view), num_args_(num_args), bits_rule_(bits_rule) {}
+                    MathBitsRule bits_rule, bool as_strided)
+      : below_(std::move(below)),
+        view_(view),
+        num_args_(num_args),
+        bits_rule_(bits_rule),
+        as_strided_(as_strided) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                   torch::jit::Stack* stack) {
     const c10::IValue& self = (*stack)[stack->size() - num_args_];
     const bool bits_here = bits_rule_ != MathBitsRule::kDecomposed && self.isTensor();
     const MathBits bits = bits_here ? viewMathBits(bits_rule_, self.toTensor()) : MathBits{};
-    if (view_ == nullptr || !takeLazyView(*view_, num_args_, stack)) {
+    if (as_strided_ && takeAsStridedOfView(stack)) {
+      // Note [as_strided of a view]
+    } else if (view_ == nullptr || !takeLazyView(*view_, num_args_, stack)) {
       below_.callBoxed(op, keys, stack);
     }
     const size_t results = op.schema().returns().size();
@@ -102,6 +108,7 @@ class ViewAddressKernel final : public c10::OperatorKernel {
   const LazyViewOp* view_;
   size_t num_args_;
   MathBitsRule bits_rule_;
+  bool as_strided_;
 };
 
 /// set_ with a storage, on a lazy tensor: with its own storage, as_strided_ (x.set_(x.storage(),
@@ -192,7 +199,8 @@ bool registerViewAddressKernel(const c10::OperatorHandle& op, torch::Library& fu
   const LazyViewOp* ours = hasLazyFunctionalizeKernel(op) ? nullptr : lazyViewOpFor(op);
   auto kernel = std::make_unique<ViewAddressKernel>(
       op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize), ours,
-      op.schema().arguments().size(), mathBitsRuleFor(op));
+      op.schema().arguments().size(), mathBitsRuleFor(op),
+      op.schema().name() == "aten::as_strided" && op.schema().overload_name().empty());
   implLazyOnFunctionalize(functionalize_lib, op,
                           c10::KernelFunction::makeFromBoxedFunctor(std::move(kernel)));
   return true;

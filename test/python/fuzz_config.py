@@ -15,9 +15,9 @@ LONG_START = int(os.environ.get("LAZYFUSE_FUZZ_SEED", "1000000"))
 REDUCE = os.environ.get("LAZYFUSE_FUZZ_REDUCE", "1") != "0"
 # KNOWN_BUGS: lazyfuse bugs this fuzzer found, whose cases it leaves out so that the fixed seeds
 # pass; LAZYFUSE_FUZZ_KNOWN_BUGS=1 generates them again (to check a fix):
-# - as_strided of a view that does not start its storage contiguously (x[1:], x.t(), x[0])
-#   reads the wrong elements, or its sync fails ("setStorage: ... out of bounds").
-# (Fixed since, and generated again: writes through as_strided of a view, through an unfold
+# (Fixed since, and generated again: as_strided of a view or of a tensor not laid out as its
+# storage (x[1:], x.t(), x[0], x.t().exp()), which read the wrong elements or failed at the sync
+# (Note [as_strided of a view]); writes through as_strided of a view, through an unfold
 # that leaves elements out or of a permuted view, through an expand of a bool tensor, and
 # through a non-overlapping part of an overlapping view (Note [Writes into views that overlap
 # themselves]); mask assignment into a permuted view, which left it contiguous (an eagerly run

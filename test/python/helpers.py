@@ -127,3 +127,14 @@ def train_side_by_side(make_model, make_optimizer, x, y, steps):
         lazyfuse.mark_step()
         torch.testing.assert_close(losses[1].cpu(), losses[0].cpu())
     return model, lazy_model
+
+
+def chain_of(steps):
+    """The (name, fn) steps as one function, each step applied to the last one's result, and
+    its text ("t -> select -> add_") for failure messages."""
+    def fn(x):
+        t = x
+        for _, step in steps:
+            t = step(t)
+        return t
+    return " -> ".join(name for name, _ in steps), fn

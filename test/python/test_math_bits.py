@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import lazyfuse
-from helpers import LAZY, REFERENCE, randn
+from helpers import LAZY, REFERENCE, chain_of, randn
 
 
 def _complex(seed=0):
@@ -231,13 +231,7 @@ def _chain(seed):
     import random
     rng = random.Random(seed)
     steps = [rng.choice(CHAIN_VIEWS) for _ in range(rng.randint(1, 5))] + [rng.choice(CHAIN_ENDS)]
-
-    def fn(x):
-        t = x
-        for _, step in steps:
-            t = step(t)
-        return t
-    return " -> ".join(name for name, _ in steps), fn
+    return chain_of(steps)
 
 
 @pytest.mark.parametrize("seed", range(150))

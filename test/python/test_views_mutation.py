@@ -529,3 +529,41 @@ def test_views_of_a_cache_written_through_views():
         if t % 2:
             lazyfuse.mark_step()
     torch.testing.assert_close(lazy.cpu(), cpu, rtol=0, atol=0)
+
+
+AS_STRIDED_OF = {
+    "slice": lambda x: x[1:].as_strided((3,), (2,), 1),
+    "transposed": lambda x: x.view(3, 4).t().as_strided((2, 2), (1, 4), 0),
+    "row_past_its_end": lambda x: x.view(3, 4)[1].as_strided((2,), (1,), 5),
+    "default_offset": lambda x: x.view(3, 4)[1].as_strided((2,), (1,)),
+    "transposed_result": lambda x: x.view(3, 4).t().exp().as_strided((2, 3), (1, 2), 1),
+    "of_as_strided": lambda x: x[2:].as_strided((4,), (2,), 2).as_strided((2,), (3,), 1),
+    "out_of_bounds": lambda x: x[1:].as_strided((4,), (4,), 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AS_STRIDED_OF))
+def test_as_strided_of_a_view_addresses_the_storage_like_eager(name):
+    """as_strided reads its input's storage, also when the input is a view (Note [as_strided of
+    a view]): read, read again after the base is written, written through."""
+    results = []
+    for device in (REFERENCE, "lazy"):
+        x = torch.arange(12.0, device=device)
+        try:
+            view = AS_STRIDED_OF[name](x)
+        except RuntimeError as e:
+            results.append(str(e))
+            continue
+        first = view.cpu().clone()
+        x.mul_(2)
+        second = view.cpu().clone()
+        view.add_(100)
+        results.append((first, second, x.cpu(), view.stride(), view.storage_offset()))
+    if isinstance(results[0], str):
+        assert results[1] == results[0]
+        return
+    for got, want in zip(results[1], results[0]):
+        if isinstance(want, torch.Tensor):
+            torch.testing.assert_close(got, want)
+        else:
+            assert got == want

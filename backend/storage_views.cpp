@@ -1,0 +1,183 @@
+#include "backend/view_kernels.h"
+
+#include "backend/device.h"
+#include "lazy_ir/check.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/ops/as_strided_copy.h>
+#include <ATen/ops/as_strided_scatter.h>
+#include <ATen/ops/conj_physical.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/view_copy.h>
+#include <ATen/ops/zeros.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace lazyfuse {
+
+// Note [as_strided of a view]
+// Eager's as_strided addresses its input's storage: x[1:].as_strided((3,), (2,), 1) reads
+// elements 1, 3 and 5 of x. PyTorch's functionalization applies it to the value of the view, as
+// if that value were the storage (pytorch/pytorch#120585): lazy read elements 2, 4 and 6, with
+// no error, and x.view(3, 4)[1].as_strided((2,), (1,), 5) failed at the sync ("setStorage: ...
+// out of bounds"). So as_strided of a lazy functional tensor that is a view applies
+// as_strided_copy to its storage's base: the value the storage's views are replayed from, laid
+// out over the storage as eager lays it out (it has no offset and spans the storage). The view's
+// ViewMeta reads the base from the storage again when the view is replayed, whatever the
+// ViewMetas before it give. A write through such a view (or a view of it) runs on memory (Note
+// [Writes into views that overlap themselves]: isStorageAsStridedViewMeta), so the ViewMeta's
+// reverse never runs. The same holds for as_strided of a tensor that is not a view but whose
+// value is not its storage either (a transposed result, x.t().exp(): eager lays it out with the
+// input's strides): the base is scattered into a storage of eager's layout first. Pinned by
+// test_dtype_views.py and the fuzzer's as_strided steps.
+
+namespace {
+
+namespace F = at::functionalization::impl;
+using at::functionalization::FunctionalStorageImpl;
+
+/// The storage of the base `base` (a lazy value: no offset, spanning its storage) as a 1-d
+/// tensor of `dtype`: its elements where eager's memory has them.
+at::Tensor storageValue(const at::Tensor& base, at::ScalarType dtype) {
+  // the base spans the storage (it has no offset): its extent is the storage's
+  const int64_t n = static_cast<int64_t>(
+      at::detail::computeStorageNbytes(base.sizes(), base.strides(), base.element_size(),
+                                       base.storage_offset()) /
+      base.element_size());
+  at::Tensor flat;
+  if (base.is_contiguous() && base.storage_offset() == 0 && base.numel() == n) {
+    flat = at::view_copy(base, {n});
+  } else {
+    flat = at::as_strided_scatter(at::zeros({n}, base.options()), base, base.sizes(),
+                                  base.strides(), base.storage_offset());
+  }
+  return dtype == base.scalar_type() ? flat : at::view_copy(flat, dtype);
+}
+
+class StorageAsStridedMeta final : public at::functionalization::ViewMeta {
+ public:
+  StorageAsStridedMeta(FunctionalStorageImpl* storage, const at::Tensor& self,
+                       std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset)
+      : ViewMeta(/*has_symbolic_inputs=*/false, /*is_multi_output=*/false,
+                 /*is_as_strided=*/true),
+        // weak: the storage's updates may hold ViewMetas, ours among them
+        storage_(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)),
+        dtype_(self.scalar_type()),
+        conj_(self.is_conj()),
+        neg_(self.is_neg()),
+        sizes_(std::move(sizes)),
+        strides_(std::move(strides)),
+        offset_(offset) {}
+
+  /// The view's values from the storage's base: its elements in the view's dtype (view(dtype)
+  /// may have come before), then the view's math bits applied (Note [Conjugate and negative bits
+  /// of lazy views]: a lazy value holds the values, the base the memory).
+  at::Tensor read(const at::Tensor& base) const {
+    at::Tensor value = at::as_strided_copy(storageValue(base, dtype_), sizes_, strides_, offset_);
+    if (conj_) value = at::conj_physical(value);
+    if (neg_) value = at::neg(value);
+    return value;
+  }
+
+  at::Tensor forward(const at::Tensor&) override {
+    c10::intrusive_ptr<c10::StorageImpl> storage = storage_.lock();
+    LF_INTERNAL_ASSERT(storage, "as_strided of a view replayed after its storage was freed");
+    return read(static_cast<FunctionalStorageImpl*>(storage.get())->base());
+  }
+
+  at::Tensor reverse(const at::Tensor&, const at::Tensor&) override {
+    LF_INTERNAL_ASSERT(false,
+                       "a write through as_strided of a lazy view reached functionalization; it "
+                       "runs on memory (Note [as_strided of a view])");
+  }
+
+ private:
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage_;
+  at::ScalarType dtype_;
+  bool conj_, neg_;
+  std::vector<int64_t> sizes_;
+  std::vector<int64_t> strides_;
+  int64_t offset_;
+};
+
+std::optional<std::vector<int64_t>> concreteInts(const c10::IValue& v) {
+  if (!v.isList()) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const c10::IValue& e : v.toListRef()) {
+    std::optional<int64_t> i = e.isInt()
+                                   ? std::optional<int64_t>(e.toInt())
+                                   : (e.isSymInt() ? e.toSymInt().maybe_as_int() : std::nullopt);
+    if (!i) return std::nullopt;
+    out.push_back(*i);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool isStorageAsStridedViewMeta(const at::functionalization::ViewMeta& meta) {
+  return dynamic_cast<const StorageAsStridedMeta*>(&meta) != nullptr;
+}
+
+bool takeAsStridedOfView(torch::jit::Stack* stack) {
+  // as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None)
+  auto args = torch::jit::last(*stack, 4);
+  if (!args[0].isTensor()) return false;
+  const at::Tensor& self = args[0].toTensor();
+  if (!isLazy(self) || !F::isFunctionalTensor(self) || F::getFunctionalizationReapplyViewsTLS() ||
+      self.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+    return false;
+  }
+  at::FunctionalTensorWrapper* wrapper = F::unsafeGetFunctionalWrapper(self);
+  if (wrapper->view_metas().empty() && self.is_contiguous() && self.storage_offset() == 0 &&
+      static_cast<size_t>(self.numel()) * self.element_size() == self.storage().nbytes()) {
+    return false;  // its value is its storage: PyTorch's kernel reads it right
+  }
+  std::optional<std::vector<int64_t>> sizes = concreteInts(args[1]);
+  std::optional<std::vector<int64_t>> strides = concreteInts(args[2]);
+  std::optional<int64_t> offset;
+  if (args[3].isNone()) {
+    offset = self.storage_offset();  // eager's default: the input's own offset
+  } else if (args[3].isInt()) {
+    offset = args[3].toInt();
+  } else if (args[3].isSymInt()) {
+    offset = args[3].toSymInt().maybe_as_int();
+  }
+  if (!sizes || !strides || !offset || sizes->size() != strides->size() || *offset < 0) {
+    return false;
+  }
+  for (int64_t stride : *strides) {
+    if (stride < 0) return false;  // PyTorch's kernel raises eager's error
+  }
+  // eager's check of the storage's bounds (checkInBoundsForStorage), at the op
+  const int64_t itemsize = static_cast<int64_t>(self.element_size());
+  const int64_t needed =
+      static_cast<int64_t>(at::detail::computeStorageNbytes(*sizes, *strides, itemsize, *offset));
+  const int64_t have = static_cast<int64_t>(self.storage().nbytes());
+  TORCH_CHECK(needed <= have, "setStorage: sizes ", c10::IntArrayRef(*sizes), ", strides ",
+              c10::IntArrayRef(*strides), ", storage offset ", *offset, ", and itemsize ", itemsize,
+              " requiring a storage size of ", needed, " are out of bounds for storage of size ",
+              have);
+  F::sync(self);
+  auto* storage = static_cast<FunctionalStorageImpl*>(
+      self.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl());
+  storage->apply_updates();
+  auto meta = std::make_shared<StorageAsStridedMeta>(storage, self, std::move(*sizes),
+                                                     std::move(*strides), *offset);
+  at::Tensor value;
+  {
+    at::AutoDispatchSkipFunctionalize skip;
+    value = meta->read(storage->base());
+  }
+  at::Tensor out = at::detail::make_tensor<at::FunctionalTensorWrapper>(value, wrapper, meta);
+  torch::jit::drop(*stack, 4);
+  stack->push_back(std::move(out));
+  return true;
+}
+
+}  // namespace lazyfuse
