@@ -77,19 +77,20 @@ void placeView(const at::Tensor& view) {
 class ViewAddressKernel final : public c10::OperatorKernel {
  public:
   ViewAddressKernel(c10::SafeKernelFunction below, const LazyViewOp* view, size_t num_args,
-                    MathBitsRule bits_rule, bool as_strided)
+                    MathBitsRule bits_rule, bool as_strided, bool in_place)
       : below_(std::move(below)),
         view_(view),
         num_args_(num_args),
         bits_rule_(bits_rule),
-        as_strided_(as_strided) {}
+        as_strided_(as_strided),
+        in_place_(in_place) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                   torch::jit::Stack* stack) {
     const c10::IValue& self = (*stack)[stack->size() - num_args_];
     const bool bits_here = bits_rule_ != MathBitsRule::kDecomposed && self.isTensor();
     const MathBits bits = bits_here ? viewMathBits(bits_rule_, self.toTensor()) : MathBits{};
-    if (as_strided_ && takeAsStridedOfView(stack)) {
+    if (as_strided_ && takeAsStridedOfView(stack, in_place_)) {
       // Note [as_strided of a view]
     } else if (view_ == nullptr || !takeLazyView(*view_, num_args_, stack)) {
       below_.callBoxed(op, keys, stack);
@@ -109,6 +110,7 @@ class ViewAddressKernel final : public c10::OperatorKernel {
   size_t num_args_;
   MathBitsRule bits_rule_;
   bool as_strided_;
+  bool in_place_;
 };
 
 /// set_ with a storage, on a lazy tensor: with its own storage, as_strided_ (x.set_(x.storage(),
@@ -200,7 +202,9 @@ bool registerViewAddressKernel(const c10::OperatorHandle& op, torch::Library& fu
   auto kernel = std::make_unique<ViewAddressKernel>(
       op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize), ours,
       op.schema().arguments().size(), mathBitsRuleFor(op),
-      op.schema().name() == "aten::as_strided" && op.schema().overload_name().empty());
+      (op.schema().name() == "aten::as_strided" || op.schema().name() == "aten::as_strided_") &&
+          op.schema().overload_name().empty(),
+      op.schema().name() == "aten::as_strided_");
   implLazyOnFunctionalize(functionalize_lib, op,
                           c10::KernelFunction::makeFromBoxedFunctor(std::move(kernel)));
   return true;

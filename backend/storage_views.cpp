@@ -25,16 +25,17 @@ namespace lazyfuse {
 // elements 1, 3 and 5 of x. PyTorch's functionalization applies it to the value of the view, as
 // if that value were the storage (pytorch/pytorch#120585): lazy read elements 2, 4 and 6, with
 // no error, and x.view(3, 4)[1].as_strided((2,), (1,), 5) failed at the sync ("setStorage: ...
-// out of bounds"). So as_strided of a lazy functional tensor that is a view applies
-// as_strided_copy to its storage's base: the value the storage's views are replayed from, laid
-// out over the storage as eager lays it out (it has no offset and spans the storage). The view's
-// ViewMeta reads the base from the storage again when the view is replayed, whatever the
-// ViewMetas before it give. A write through such a view (or a view of it) runs on memory (Note
-// [Writes into views that overlap themselves]: isStorageAsStridedViewMeta), so the ViewMeta's
-// reverse never runs. The same holds for as_strided of a tensor that is not a view but whose
-// value is not its storage either (a transposed result, x.t().exp(): eager lays it out with the
-// input's strides): the base is scattered into a storage of eager's layout first. Pinned by
-// test_dtype_views.py and the fuzzer's as_strided steps.
+// out of bounds"). The same held for a tensor that is not a view but whose value is not laid out
+// as its storage (x.t().exp(): eager gives it the input's strides). So as_strided and
+// as_strided_ of such a lazy tensor apply as_strided_copy to its storage's base (the value the
+// storage's views are replayed from, which has no offset and spans the storage), scattered into
+// eager's layout of the storage where it is not already, in the tensor's dtype (view(dtype) may
+// have come before) and with its math bits. The ViewMeta reads the base from the storage again
+// when the view is replayed, whatever the ViewMetas before it give (as_strided_ appends it to the
+// tensor's own). A write through such a view (or a view of it) runs on memory (Note [Writes into
+// views that overlap themselves]: isStorageAsStridedViewMeta), so the ViewMeta's reverse never
+// runs. Eager's out-of-bounds check comes at the op. Pinned by test_views_mutation.py::
+// test_as_strided_of_a_view_*, test_dtype_views.py and the fuzzer's as_strided steps.
 
 namespace {
 
@@ -124,7 +125,7 @@ bool isStorageAsStridedViewMeta(const at::functionalization::ViewMeta& meta) {
   return dynamic_cast<const StorageAsStridedMeta*>(&meta) != nullptr;
 }
 
-bool takeAsStridedOfView(torch::jit::Stack* stack) {
+bool takeAsStridedOfView(torch::jit::Stack* stack, bool in_place) {
   // as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None)
   auto args = torch::jit::last(*stack, 4);
   if (!args[0].isTensor()) return false;
@@ -169,6 +170,14 @@ bool takeAsStridedOfView(torch::jit::Stack* stack) {
   storage->apply_updates();
   auto meta = std::make_shared<StorageAsStridedMeta>(storage, self, std::move(*sizes),
                                                      std::move(*strides), *offset);
+  if (in_place) {
+    // as_strided_: self becomes the view (Note [Functionalization Pass - Inplace View Ops])
+    at::Tensor result = self;
+    wrapper->mutate_view_meta(meta);
+    torch::jit::drop(*stack, 4);
+    stack->push_back(std::move(result));
+    return true;
+  }
   at::Tensor value;
   {
     at::AutoDispatchSkipFunctionalize skip;

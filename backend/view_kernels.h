@@ -21,11 +21,11 @@ const LazyViewOp* lazyViewOpFor(const c10::OperatorHandle& op);
 /// sizes, sizes eager's `view` refuses).
 bool takeLazyView(const LazyViewOp& view, size_t num_args, torch::jit::Stack* stack);
 
-/// as_strided (its 4 arguments on the stack) of a lazy functional tensor that is a view, or whose
-/// value is not laid out as its storage, taken from its storage's base as eager takes it from the
-/// storage (Note [as_strided of a view], in storage_views.cpp). False, with the stack untouched,
-/// for the calls PyTorch's kernel serves right.
-bool takeAsStridedOfView(torch::jit::Stack* stack);
+/// as_strided or as_strided_ (`in_place`; 4 arguments on the stack) of a lazy functional tensor
+/// that is a view, or whose value is not laid out as its storage, taken from its storage's base as
+/// eager takes it from the storage (Note [as_strided of a view], in storage_views.cpp). False, with
+/// the stack untouched, for the calls PyTorch's kernel serves right.
+bool takeAsStridedOfView(torch::jit::Stack* stack, bool in_place);
 
 /// Whether `meta` is the ViewMeta of a view made by takeAsStridedOfView (whose writes run on
 /// memory).

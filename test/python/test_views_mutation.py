@@ -539,6 +539,8 @@ AS_STRIDED_OF = {
     "transposed_result": lambda x: x.view(3, 4).t().exp().as_strided((2, 3), (1, 2), 1),
     "of_as_strided": lambda x: x[2:].as_strided((4,), (2,), 2).as_strided((2,), (3,), 1),
     "out_of_bounds": lambda x: x[1:].as_strided((4,), (4,), 1),
+    "in_place_of_slice": lambda x: x[1:].as_strided_((3,), (2,), 1),
+    "in_place_of_transposed_result": lambda x: x.view(3, 4).t().exp().as_strided_((2,), (1,), 1),
 }
 
 
