@@ -16,15 +16,6 @@ KINDS = ("correctness", "inplace", "out", "errors", "grad")
 
 # ---- reasons, one per root cause --------------------------------------------------------------
 
-AS_STRIDED_OF_VIEW = (
-    "functionalization (PyTorch's, pytorch/pytorch#120585): as_strided on a view is replayed on "
-    "the view's value, so its sizes, strides and storage_offset address the view, not the storage "
-    "as in eager (base[5:15].as_strided((2,2),(1,2),0) starts at base[0] in eager, at base[5] on "
-    "lazy). A storage-relative result must be a view of the root base, to alias it as eager's "
-    "does, and FunctionalTensorWrapper offers no way to make one from a view: its view steps see "
-    "only their parent's value, and only the root's wrapper, which an op on the view never gets, "
-    "starts a chain of its own"
-)
 SPARSE = "design: lazy tensors are strided only; a sparse tensor cannot move to lazy or be made there"
 ERROR_VALUE_DEPENDENT = (
     "design: the check depends on tensor values (an index out of bounds), which a lazy op does "
@@ -32,8 +23,6 @@ ERROR_VALUE_DEPENDENT = (
 )
 XFAIL = {
     # correctness / grad / out: wrong or failing results
-    ("as_strided.partial_views", "correctness", None): AS_STRIDED_OF_VIEW,
-    ("as_strided.partial_views", "inplace", None): AS_STRIDED_OF_VIEW,
     ("sparse.mm.reduce", "correctness", None): SPARSE,
     ("sparse.mm.reduce", "grad", None): SPARSE,
     ("sparse.sampled_addmm", "correctness", None): SPARSE,
