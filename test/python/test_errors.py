@@ -423,6 +423,9 @@ QUANTIZE = {
     "empty_affine_quantized": lambda x: torch._empty_affine_quantized(
         [2, 3], scale=0.5, zero_point=1, dtype=torch.quint8, device=x.device),
     "empty_of_a_quantized_dtype": lambda x: torch.empty(3, dtype=torch.qint8, device=x.device),
+    "quantize_per_tensor_of_a_list": lambda x: torch.quantize_per_tensor(
+        [x, x * 2], torch.tensor([0.1, 0.2], device=x.device),
+        torch.tensor([0, 1], device=x.device), torch.qint8)[1],
 }
 
 
