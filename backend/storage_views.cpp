@@ -79,10 +79,11 @@ class StorageAsStridedMeta final : public at::functionalization::ViewMeta {
   /// may have come before), then the view's math bits applied (Note [Conjugate and negative bits
   /// of lazy views]: a lazy value holds the values, the base the memory).
   at::Tensor read(const at::Tensor& base) const {
-    at::Tensor value = at::as_strided_copy(storageValue(base, dtype_), sizes_, strides_, offset_);
-    if (conj_) value = at::conj_physical(value);
-    if (neg_) value = at::neg(value);
-    return value;
+    // the bits before as_strided_copy, whose result reports the view's geometry
+    at::Tensor storage = storageValue(base, dtype_);
+    if (conj_) storage = at::conj_physical(storage);
+    if (neg_) storage = at::neg(storage);
+    return at::as_strided_copy(storage, sizes_, strides_, offset_);
   }
 
   at::Tensor forward(const at::Tensor&) override {
