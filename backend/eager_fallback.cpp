@@ -70,24 +70,19 @@ c10::IValue realArg(const c10::IValue& v, bool written, std::vector<Written>& wr
 }
 
 /// An op with no meta kernel (quantize_per_tensor) would give a quantized lazy tensor, which no
-/// later op or sync can read: see refuseQuantized in recorder.cpp.
-void refuseQuantizedResult(const at::Tensor& t) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!t.is_quantized(), "quantized tensors (", t.scalar_type(),
-                              ") are not supported on the lazy device; quantize on the CPU");
-}
-
+/// later op or sync can read: refused (see refuseQuantized in recorder.cpp).
 c10::IValue lazyResult(const c10::IValue& v, bool factory) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!t.defined() || t.is_meta()) return v;
-    refuseQuantizedResult(t);
+    refuseQuantizedDtype(t.scalar_type(), "an eagerly run call");
     at::Tensor lazy = makeMaterializedTensor(t);
     return factory ? wrapIfFactory(lazy) : lazy;
   }
   if (v.isTensorList()) {
     c10::List<at::Tensor> list;
     for (const at::Tensor& t : v.toTensorList()) {
-      refuseQuantizedResult(t);
+      refuseQuantizedDtype(t.scalar_type(), "an eagerly run call");
       list.push_back(makeMaterializedTensor(t));
     }
     return list;

@@ -46,34 +46,6 @@ MetaCache& metaCache() {
   return *instance;
 }
 
-/// Quantized tensors have no lazy form: lazyfuse's values are dense tensors of the plain dtypes,
-/// and PyTorch makes no quantized tensor of a lazy one (a sync failed on "empty_strided not
-/// supported on quantized tensors yet"). A call that takes or makes one (a quantized input, dtype
-/// argument or result) gets an error that says so, when its meta is inferred (once per call
-/// shape) or its meta kernel fails: recording a cached call pays nothing.
-void refuseQuantized(const c10::OperatorHandle& op, const torch::jit::Stack& args,
-                     const AtenCallAttrs* attrs) {
-  auto refuse = [&](at::ScalarType dtype) {
-    TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(dtype), op.schema().name(),
-                                ": quantized tensors (", dtype,
-                                ") are not supported on the lazy device; quantize on the CPU");
-  };
-  const auto& schema_args = op.schema().arguments();
-  for (size_t i = 0; i < args.size() && i < schema_args.size(); ++i) {
-    const c10::TypePtr& type = schema_args[i].type();
-    const bool dtype_arg = type->kind() == c10::TypeKind::ScalarTypeType ||
-                           (type->kind() == c10::TypeKind::OptionalType &&
-                            type->containedType(0)->kind() == c10::TypeKind::ScalarTypeType);
-    if (args[i].isTensor() && args[i].toTensor().defined()) {
-      refuse(args[i].toTensor().scalar_type());
-    } else if (args[i].isInt() && dtype_arg) {
-      refuse(static_cast<at::ScalarType>(args[i].toInt()));
-    }
-  }
-  if (attrs == nullptr) return;
-  for (const TensorMeta& out : attrs->outputs) refuse(out.dtype);
-}
-
 /// The call's attrs from the meta cache, or inferred on Meta and checked on the CPU as eager
 /// would (see Note [Eager's errors]), then cached; nullptr when the op has no meta kernel.
 std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashValue key,
@@ -105,13 +77,13 @@ std::shared_ptr<const AtenCallAttrs> lookupOrInfer(CallRecorder& recorder, HashV
   } catch (const c10::NotImplementedError&) {
     return nullptr;
   } catch (const std::exception&) {  // a c10::Error, or a Python meta kernel's exception
-    refuseQuantized(op, args, nullptr);
+    refuseQuantizedCall(op, args, nullptr);
     checkLaxMetaOnCpu(op, traits, args);  // See Note [Lax meta kernels]
     raiseEagerErrorOnStandIns(op, args, /*one_per_dim=*/false);
     throw;
   }
   metrics::meta_cache_miss.add();
-  refuseQuantized(op, args, attrs.get());
+  refuseQuantizedCall(op, args, attrs.get());
   checkLaxMetaOnCpu(op, traits, args);
   if (traits.probes_stand_ins) raiseEagerErrorOnStandIns(op, args, /*one_per_dim=*/true);
   if (shapes) observeMeta(*shapes, attrs);
@@ -245,6 +217,35 @@ void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return reportGeometryOf(args[0].toTensor(), stack->back().toTensor());
   }
   if (!writesAnArgument(traits)) reportResultGeometry(op, traits, key, args, *stack, num_returns);
+}
+
+/// Quantized tensors have no lazy form: lazyfuse's values are dense tensors of the plain dtypes,
+/// and PyTorch makes no quantized tensor of a lazy one (a sync failed on "empty_strided not
+/// supported on quantized tensors yet"). A call that takes or makes one (a quantized input, dtype
+/// argument or result) gets an error that says so, when its meta is inferred (once per call
+/// shape) or its meta kernel fails: recording a cached call pays nothing.
+void refuseQuantizedCall(const c10::OperatorHandle& op, const torch::jit::Stack& args,
+                         const AtenCallAttrs* attrs) {
+  auto refuse = [&](at::ScalarType dtype) { refuseQuantizedDtype(dtype, op.schema().name()); };
+  const auto& schema_args = op.schema().arguments();
+  for (size_t i = 0; i < args.size() && i < schema_args.size(); ++i) {
+    const c10::TypePtr& type = schema_args[i].real_type();  // type() says int for a dtype
+    const bool dtype_arg = type->kind() == c10::TypeKind::ScalarTypeType ||
+                           (type->kind() == c10::TypeKind::OptionalType &&
+                            type->containedType(0)->kind() == c10::TypeKind::ScalarTypeType);
+    if (args[i].isTensor() && args[i].toTensor().defined()) {
+      refuse(args[i].toTensor().scalar_type());
+    } else if (args[i].isInt() && dtype_arg) {
+      refuse(static_cast<at::ScalarType>(args[i].toInt()));
+    }
+  }
+  if (attrs == nullptr) return;
+  for (const TensorMeta& out : attrs->outputs) refuse(out.dtype);
+}
+
+void refuseQuantizedDtype(c10::ScalarType dtype, std::string_view what) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(dtype), what, ": quantized tensors (", dtype,
+                              ") are not supported on the lazy device; quantize on the CPU");
 }
 
 size_t metaCacheSize() {

@@ -5,7 +5,11 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <string_view>
+
 namespace lazyfuse {
+
+struct AtenCallAttrs;
 
 /// The boxed kernel on the Lazy key: records any ATen op as a node of the trace, inferring its
 /// outputs on Meta (cached), or runs it eagerly when its result depends on data.
@@ -33,5 +37,14 @@ void nativeBatchNormKernel(const c10::OperatorHandle& op, torch::jit::Stack* sta
 
 /// Number of distinct (op, input metadata) entries inferred on Meta.
 size_t metaCacheSize();
+
+/// Raises NotImplementedError when the call takes or makes a quantized tensor: a quantized tensor
+/// argument, a quantized dtype argument, or (`attrs`, when given) a quantized output.
+void refuseQuantizedCall(const c10::OperatorHandle& op, const torch::jit::Stack& args,
+                         const AtenCallAttrs* attrs);
+
+/// Raises NotImplementedError when `dtype` is quantized: quantized tensors have no lazy form.
+/// `what` names the call ("aten::quantize_per_tensor").
+void refuseQuantizedDtype(c10::ScalarType dtype, std::string_view what);
 
 }  // namespace lazyfuse

@@ -28,10 +28,10 @@ TORCH_LIBRARY_IMPL(_, Lazy, m) {
 // Quantized tensors have no lazy form (refuseQuantized in recorder.cpp): an op that would make
 // one on the lazy device (a factory of a quantized dtype: torch._empty_affine_quantized,
 // torch.empty(dtype=torch.quint8)) dispatches to QuantizedLazy, lazy's own key.
-void refuseQuantizedLazy(const c10::OperatorHandle& op, torch::jit::Stack*) {
+void refuseQuantizedLazy(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  refuseQuantizedCall(op, torch::jit::last(*stack, op.schema().arguments().size()).vec(), nullptr);
   TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(),
-                              ": quantized tensors are not supported on the lazy device; "
-                              "quantize on the CPU");
+                              ": no kernel of lazyfuse's for QuantizedLazy");
 }
 
 TORCH_LIBRARY_IMPL(_, QuantizedLazy, m) {
