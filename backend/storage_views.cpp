@@ -107,19 +107,6 @@ class StorageAsStridedMeta final : public at::functionalization::ViewMeta {
   int64_t offset_;
 };
 
-std::optional<std::vector<int64_t>> concreteInts(const c10::IValue& v) {
-  if (!v.isList()) return std::nullopt;
-  std::vector<int64_t> out;
-  for (const c10::IValue& e : v.toListRef()) {
-    std::optional<int64_t> i = e.isInt()
-                                   ? std::optional<int64_t>(e.toInt())
-                                   : (e.isSymInt() ? e.toSymInt().maybe_as_int() : std::nullopt);
-    if (!i) return std::nullopt;
-    out.push_back(*i);
-  }
-  return out;
-}
-
 }  // namespace
 
 bool isStorageAsStridedViewMeta(const at::functionalization::ViewMeta& meta) {
@@ -140,37 +127,32 @@ bool takeAsStridedOfView(torch::jit::Stack* stack, bool in_place) {
       static_cast<size_t>(self.numel()) * self.element_size() == self.storage().nbytes()) {
     return false;  // its value is its storage: PyTorch's kernel reads it right
   }
-  std::optional<std::vector<int64_t>> sizes = concreteInts(args[1]);
-  std::optional<std::vector<int64_t>> strides = concreteInts(args[2]);
-  std::optional<int64_t> offset;
-  if (args[3].isNone()) {
-    offset = self.storage_offset();  // eager's default: the input's own offset
-  } else if (args[3].isInt()) {
-    offset = args[3].toInt();
-  } else if (args[3].isSymInt()) {
-    offset = args[3].toSymInt().maybe_as_int();
-  }
-  if (!sizes || !strides || !offset || sizes->size() != strides->size() || *offset < 0) {
-    return false;
-  }
-  for (int64_t stride : *strides) {
+  // concrete sizes box as int lists (as takeLazyView reads them); a symbolic one goes to PyTorch
+  if (!args[1].isIntList() || !args[2].isIntList()) return false;
+  std::vector<int64_t> sizes = args[1].toIntVector();
+  std::vector<int64_t> strides = args[2].toIntVector();
+  // eager's default offset: the input's own
+  const std::optional<int64_t> offset =
+      args[3].isNone() ? std::optional<int64_t>(self.storage_offset()) : intOf(args[3]);
+  if (!offset || sizes.size() != strides.size() || *offset < 0) return false;
+  for (int64_t stride : strides) {
     if (stride < 0) return false;  // PyTorch's kernel raises eager's error
   }
   // eager's check of the storage's bounds (checkInBoundsForStorage), at the op
   const int64_t itemsize = static_cast<int64_t>(self.element_size());
   const int64_t needed =
-      static_cast<int64_t>(at::detail::computeStorageNbytes(*sizes, *strides, itemsize, *offset));
+      static_cast<int64_t>(at::detail::computeStorageNbytes(sizes, strides, itemsize, *offset));
   const int64_t have = static_cast<int64_t>(self.storage().nbytes());
-  TORCH_CHECK(needed <= have, "setStorage: sizes ", c10::IntArrayRef(*sizes), ", strides ",
-              c10::IntArrayRef(*strides), ", storage offset ", *offset, ", and itemsize ", itemsize,
+  TORCH_CHECK(needed <= have, "setStorage: sizes ", c10::IntArrayRef(sizes), ", strides ",
+              c10::IntArrayRef(strides), ", storage offset ", *offset, ", and itemsize ", itemsize,
               " requiring a storage size of ", needed, " are out of bounds for storage of size ",
               have);
   F::sync(self);
   auto* storage = static_cast<FunctionalStorageImpl*>(
       self.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl());
   storage->apply_updates();
-  auto meta = std::make_shared<StorageAsStridedMeta>(storage, self, std::move(*sizes),
-                                                     std::move(*strides), *offset);
+  auto meta = std::make_shared<StorageAsStridedMeta>(storage, self, std::move(sizes),
+                                                     std::move(strides), *offset);
   if (in_place) {
     // as_strided_: self becomes the view (Note [Functionalization Pass - Inplace View Ops])
     at::Tensor result = self;

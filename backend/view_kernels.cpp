@@ -91,6 +91,12 @@ struct LazyViewOp {
   ViewKind kind;
 };
 
+std::optional<int64_t> intOf(const c10::IValue& v) {
+  if (v.isInt()) return v.toInt();
+  if (v.isSymInt()) return v.toSymInt().maybe_as_int();
+  return std::nullopt;
+}
+
 namespace {
 
 constexpr LazyViewOp kViewOps[] = {
@@ -117,12 +123,6 @@ struct ViewArgs {
   std::optional<int64_t> end;    // slice
   bool implicit = false;         // expand
 };
-
-std::optional<int64_t> intOf(const c10::IValue& v) {
-  if (v.isInt()) return v.toInt();
-  if (v.isSymInt()) return v.toSymInt().maybe_as_int();
-  return std::nullopt;
-}
 
 /// `v` as ints, or nothing when it is None or symbolic (`ok` false then).
 std::optional<int64_t> optionalIntOf(const c10::IValue& v, bool& ok) {

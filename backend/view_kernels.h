@@ -7,9 +7,15 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <cstdint>
+#include <optional>
+
 namespace lazyfuse {
 
 struct LazyViewOp;
+
+/// An int or SymInt argument's value, or nothing when it is symbolic or of another type.
+std::optional<int64_t> intOf(const c10::IValue& v);
 
 /// The view op's entry in lazyfuse's table of view kernels, or null when PyTorch's
 /// functionalization kernel serves it.

@@ -178,14 +178,13 @@ def _patch_tensor_numpy():
     def numpy(self, *args, **kwargs):
         if self.device.type == "lazy":
             force = kwargs.get("force", args[0] if args else False)
-            if not force and not self.requires_grad:
-                # the copy is resolved: eager's refusal of a tensor with a math bit, by hand
-                for bit, resolve in ((self.is_conj(), "conj"), (self.is_neg(), "neg")):
-                    if bit:
-                        kind = "conjugate" if resolve == "conj" else "negative"
-                        raise RuntimeError(
-                            f"Can't call numpy() on Tensor that has {kind} bit set. Use "
-                            f"tensor.resolve_{resolve}().numpy() instead.")
+            # the copy below is resolved: eager's refusal of a tensor with a math bit, by hand
+            if not force and not self.requires_grad and self.is_conj():
+                raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. "
+                                   "Use tensor.resolve_conj().numpy() instead.")
+            if not force and not self.requires_grad and self.is_neg():
+                raise RuntimeError("Can't call numpy() on Tensor that has negative bit set. "
+                                   "Use tensor.resolve_neg().numpy() instead.")
             return self.cpu().numpy(*args, **kwargs)
         return original(self, *args, **kwargs)
 
