@@ -8,6 +8,7 @@
 #include "backend/recorder.h"
 #include "backend/storage_addresses.h"
 #include "backend/transfers.h"
+#include "backend/view_kernels.h"
 #include "backend/whole_composites.h"
 #include "backend/write_checks.h"
 #include "backend/write_functionalization.h"
@@ -157,7 +158,8 @@ void registerDynamicKernels() {
     if (registerViewAddressKernel(*op, *functionalize_lib)) ++views;
   }
   registerRandomTwinKernels(*lazy_lib);  // after the loop: Note [Random ops draw when recorded]
-  registerStorageKernels(*functionalize_lib);  // over the write checks
+  registerStorageKernels(*functionalize_lib);          // over the write checks
+  registerAsStridedScatterKernel(*functionalize_lib);  // Note [as_strided_scatter of a view]
   registerLikeOnDeviceKernels(*functionalize_lib);
   LF_LOG_DEBUG("recorder registered directly for ", count, " composite ops, write checks for ",
                checked, " in-place and out= ops, decompositions on Functionalize for ", decomposed,

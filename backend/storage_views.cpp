@@ -1,6 +1,7 @@
 #include "backend/view_kernels.h"
 
 #include "backend/device.h"
+#include "backend/functionalize_kernels.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/EmptyTensor.h>
@@ -58,6 +59,27 @@ at::Tensor storageValue(const at::Tensor& base, at::ScalarType dtype) {
                                   base.strides(), base.storage_offset());
   }
   return dtype == base.scalar_type() ? flat : at::view_copy(flat, dtype);
+}
+
+/// Whether the value of lazy functional tensor `self` (whose wrapper is `wrapper`) is its storage:
+/// no view, contiguous, no offset, spanning the storage. PyTorch's kernels read such a tensor
+/// right.
+bool valueIsItsStorage(const at::Tensor& self, const at::FunctionalTensorWrapper& wrapper) {
+  return wrapper.view_metas().empty() && self.is_contiguous() && self.storage_offset() == 0 &&
+         static_cast<size_t>(self.numel()) * self.element_size() == self.storage().nbytes();
+}
+
+/// Eager's check of a view's bounds within `self`'s storage (checkInBoundsForStorage), at the op.
+void checkInStorage(const at::Tensor& self, const std::vector<int64_t>& sizes,
+                    const std::vector<int64_t>& strides, int64_t offset) {
+  const int64_t itemsize = static_cast<int64_t>(self.element_size());
+  const int64_t needed =
+      static_cast<int64_t>(at::detail::computeStorageNbytes(sizes, strides, itemsize, offset));
+  const int64_t have = static_cast<int64_t>(self.storage().nbytes());
+  TORCH_CHECK(needed <= have, "setStorage: sizes ", c10::IntArrayRef(sizes), ", strides ",
+              c10::IntArrayRef(strides), ", storage offset ", offset, ", and itemsize ", itemsize,
+              " requiring a storage size of ", needed, " are out of bounds for storage of size ",
+              have);
 }
 
 class StorageAsStridedMeta final : public at::functionalization::ViewMeta {
@@ -123,8 +145,7 @@ bool takeAsStridedOfView(torch::jit::Stack* stack, bool in_place) {
     return false;
   }
   at::FunctionalTensorWrapper* wrapper = F::unsafeGetFunctionalWrapper(self);
-  if (wrapper->view_metas().empty() && self.is_contiguous() && self.storage_offset() == 0 &&
-      static_cast<size_t>(self.numel()) * self.element_size() == self.storage().nbytes()) {
+  if (valueIsItsStorage(self, *wrapper)) {
     return false;  // its value is its storage: PyTorch's kernel reads it right
   }
   // concrete sizes box as int lists (as takeLazyView reads them); a symbolic one goes to PyTorch
@@ -138,15 +159,7 @@ bool takeAsStridedOfView(torch::jit::Stack* stack, bool in_place) {
   for (int64_t stride : strides) {
     if (stride < 0) return false;  // PyTorch's kernel raises eager's error
   }
-  // eager's check of the storage's bounds (checkInBoundsForStorage), at the op
-  const int64_t itemsize = static_cast<int64_t>(self.element_size());
-  const int64_t needed =
-      static_cast<int64_t>(at::detail::computeStorageNbytes(sizes, strides, itemsize, *offset));
-  const int64_t have = static_cast<int64_t>(self.storage().nbytes());
-  TORCH_CHECK(needed <= have, "setStorage: sizes ", c10::IntArrayRef(sizes), ", strides ",
-              c10::IntArrayRef(strides), ", storage offset ", *offset, ", and itemsize ", itemsize,
-              " requiring a storage size of ", needed, " are out of bounds for storage of size ",
-              have);
+  checkInStorage(self, sizes, strides, *offset);
   F::sync(self);
   auto* storage = static_cast<FunctionalStorageImpl*>(
       self.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl());
@@ -170,6 +183,77 @@ bool takeAsStridedOfView(torch::jit::Stack* stack, bool in_place) {
   torch::jit::drop(*stack, 4);
   stack->push_back(std::move(out));
   return true;
+}
+
+namespace {
+
+// Note [as_strided_scatter of a view]
+// Eager's as_strided_scatter(self, src, size, stride, offset) writes src into a copy of self's
+// storage (laid out as self's: same strides, same offset, the storage's size) at the storage
+// positions as_strided(size, stride, offset) names, and returns that copy seen as self is: so for
+// x = s[2:6], offset 2 is x's first element, offset 0 falls before x (nothing of src shows), and
+// the result reports x's strides and storage offset 2. PyTorch's functionalization runs the op on
+// the value of the view, whose storage is its own (no offset), so lazy wrote at x[2] and x[0]
+// instead. For a lazy functional tensor whose value is not laid out as its storage (the cases of
+// Note [as_strided of a view]), the op runs on its storage instead: the storage's base in eager's
+// layout (storageValue), src scattered into it, then as_strided_copy with self's geometry, whose
+// result reports it. Eager's bounds check (the region within self's storage) comes at the op.
+// Tensors with a math bit keep PyTorch's path. Pinned by test_views_mutation.py::
+// test_as_strided_scatter_of_a_view_*.
+void asStridedScatterKernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                            torch::jit::Stack* stack) {
+  // as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride,
+  //                    SymInt? storage_offset=None) -> Tensor
+  auto args = torch::jit::last(*stack, 5);
+  auto pytorch = [&] { pytorchFunctionalizeKernel(op).callBoxed(op, keys, stack); };
+  if (!args[0].isTensor() || !args[1].isTensor()) return pytorch();
+  const at::Tensor self = args[0].toTensor();
+  const at::Tensor src = args[1].toTensor();
+  if (!isLazy(self) || !F::isFunctionalTensor(self) || !F::isFunctionalTensor(src) ||
+      F::getFunctionalizationReapplyViewsTLS() || self.is_conj() || self.is_neg() ||
+      self.unsafeGetTensorImpl()->has_symbolic_sizes_strides() || !args[2].isIntList() ||
+      !args[3].isIntList()) {
+    return pytorch();
+  }
+  at::FunctionalTensorWrapper* wrapper = F::unsafeGetFunctionalWrapper(self);
+  if (valueIsItsStorage(self, *wrapper)) {
+    return pytorch();  // its value is its storage
+  }
+  std::vector<int64_t> sizes = args[2].toIntVector();
+  std::vector<int64_t> strides = args[3].toIntVector();
+  const std::optional<int64_t> offset =
+      args[4].isNone() ? std::optional<int64_t>(self.storage_offset()) : intOf(args[4]);
+  if (!offset || sizes.size() != strides.size() || *offset < 0) return pytorch();
+  for (int64_t stride : strides) {
+    if (stride < 0) return pytorch();  // PyTorch's kernel raises eager's error
+  }
+  checkInStorage(self, sizes, strides, *offset);
+  TORCH_CHECK(src.sizes() == c10::IntArrayRef(sizes), "expected src to have a size equal to the ",
+              "slice of self. src size = ", src.sizes(),
+              ", slice size = ", c10::IntArrayRef(sizes));
+  F::sync(self);
+  F::sync(src);
+  auto* storage = static_cast<FunctionalStorageImpl*>(
+      self.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl());
+  storage->apply_updates();
+  at::Tensor value;
+  {
+    at::AutoDispatchSkipFunctionalize skip;
+    at::Tensor flat = storageValue(storage->base(), self.scalar_type());
+    flat = at::as_strided_scatter(flat, F::from_functional_tensor(src), sizes, strides, *offset);
+    value = at::as_strided_copy(flat, self.sizes(), self.strides(), self.storage_offset());
+  }
+  torch::jit::drop(*stack, 5);
+  stack->push_back(F::to_functional_tensor(value));
+}
+
+}  // namespace
+
+void registerAsStridedScatterKernel(torch::Library& functionalize_lib) {
+  implLazyOnFunctionalize(
+      functionalize_lib,
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::as_strided_scatter", ""),
+      c10::KernelFunction::makeFromBoxedFunction<&asStridedScatterKernel>());
 }
 
 }  // namespace lazyfuse

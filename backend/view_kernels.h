@@ -6,6 +6,7 @@
 #include <ATen/FunctionalStorageImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <torch/library.h>
 
 #include <cstdint>
 #include <optional>
@@ -32,6 +33,10 @@ bool takeLazyView(const LazyViewOp& view, size_t num_args, torch::jit::Stack* st
 /// eager takes it from the storage (Note [as_strided of a view], in storage_views.cpp). False, with
 /// the stack untouched, for the calls PyTorch's kernel serves right.
 bool takeAsStridedOfView(torch::jit::Stack* stack, bool in_place);
+
+/// as_strided_scatter of such a tensor on its storage, as eager does (Note [as_strided_scatter of
+/// a view], in storage_views.cpp): on Functionalize, for lazy calls.
+void registerAsStridedScatterKernel(torch::Library& functionalize_lib);
 
 /// Whether `meta` is the ViewMeta of a view made by takeAsStridedOfView (whose writes run on
 /// memory).

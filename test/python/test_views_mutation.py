@@ -569,3 +569,29 @@ def test_as_strided_of_a_view_addresses_the_storage_like_eager(name):
             torch.testing.assert_close(got, want)
         else:
             assert got == want
+
+
+SCATTER_INTO = {  # inputs of as_strided_scatter whose value is not laid out as their storage
+    "slice": lambda x: x[2:6],
+    "rows_of_columns": lambda x: x.view(3, 4)[:, 1:3],
+    "transposed": lambda x: x.view(6, 2).t(),
+    "written_slice": lambda x: x[1:].mul_(2),
+    "transposed_result": lambda x: x.view(3, 4).t().exp(),
+}
+
+
+@pytest.mark.parametrize("offset", [None, 0, 1, 2, 5, 9, 11])
+@pytest.mark.parametrize("name", sorted(SCATTER_INTO))
+def test_as_strided_scatter_of_a_view_addresses_the_storage_like_eager(name, offset):
+    """as_strided_scatter writes src where as_strided of its input's storage would read (Note
+    [as_strided_scatter of a view]): values, the result's geometry, and eager's bounds error."""
+    results = []
+    for device in (REFERENCE, "lazy"):
+        x = torch.arange(12.0, device=device)
+        src = -torch.arange(1.0, 5.0, device=device).view(2, 2)
+        try:
+            out = torch.as_strided_scatter(SCATTER_INTO[name](x), src, (2, 2), (2, 1), offset)
+            results.append((out.cpu().tolist(), out.stride(), out.storage_offset()))
+        except RuntimeError as e:
+            results.append(str(e))
+    assert results[1] == results[0]
