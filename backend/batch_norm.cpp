@@ -8,6 +8,7 @@
 // stats, and points the running stats' data at them, the way an op below functionalization
 // writes a tensor (see Note [Lazy data]). Pinned by test_aux_outputs.py::
 // test_norm_running_stats_like_eager and test_batch_norm_running_stats_with_a_sync_mid_step.
+#include "backend/functionalize_kernels.h"
 #include "backend/lazy_tensor.h"
 #include "backend/recorder.h"
 #include "lazy_ir/check.h"
@@ -38,6 +39,7 @@ void assignPending(const at::Tensor& target, const at::Tensor& value) {
 }  // namespace
 
 void nativeBatchNormKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (redispatchThroughFunctionalize(op, stack)) return;
   auto args = torch::jit::last(*stack, kNumArgs);
   const bool updates_stats = args[kTraining].toBool() && isDefinedTensor(args[kRunningMean]) &&
                              isDefinedTensor(args[kRunningMean + 1]);

@@ -28,6 +28,7 @@
 // test_factories_transfers.py::test_random_*_when_recorded and
 // test_autograd_training.py::test_checkpoint_with_dropout_*.
 #include "backend/random_draws.h"
+#include "backend/functionalize_kernels.h"
 
 #include "backend/detail/stand_ins.h"
 #include "backend/device.h"
@@ -134,6 +135,7 @@ void registerRandomTwinKernels(torch::Library& lazy_lib) {
 }
 
 void nativeDropoutKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (redispatchThroughFunctionalize(op, stack)) return;
   // native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
   auto args = torch::jit::last(*stack, 3);
   const double p = args[1].toDouble();

@@ -1,4 +1,5 @@
 #include "backend/recorder.h"
+#include "backend/functionalize_kernels.h"
 
 #include "backend/aux_outputs.h"
 #include "backend/detail/call_recorder.h"
@@ -179,6 +180,7 @@ void runEagerly(const c10::OperatorHandle& op, const OpTraits& traits, torch::ji
 }  // namespace
 
 void recordOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (redispatchThroughFunctionalize(op, stack)) return;
   const OpTraits& traits = traitsOf(op);
   const size_t num_args = op.schema().arguments().size();
   if (traits.eager) return runEagerly(op, traits, stack);

@@ -61,6 +61,7 @@ at::Tensor transferOut(const at::Tensor& self, c10::ArrayRef<c10::IValue> args) 
 }  // namespace
 
 void toCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (redispatchThroughFunctionalize(op, stack)) return;
   // _to_copy(Tensor self, *, ScalarType? dtype, Layout? layout, Device? device, bool? pin_memory,
   //          bool non_blocking, MemoryFormat? memory_format)
   auto args = torch::jit::last(*stack, 7);
@@ -85,6 +86,7 @@ void toCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void copyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (redispatchThroughFunctionalize(op, stack)) return;
   // copy(Tensor self, Tensor src, bool non_blocking) and copy_(Tensor(a!) self, Tensor src, ...)
   auto args = torch::jit::last(*stack, 3);
   const at::Tensor self = args[0].toTensor();
