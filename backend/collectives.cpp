@@ -488,6 +488,7 @@ void registerCollectiveKernels() {
                  &functionalReduceScatter);
   implFunctional(*functional_lib, "_c10d_functional::broadcast", &functionalBroadcast);
   implFunctional(*functional_lib, "_c10d_functional::wait_tensor", &functionalWait);
+  registerFsdpKernels();
 }
 
 const bool registered = (registerCollectiveKernels(), true);

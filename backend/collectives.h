@@ -11,4 +11,8 @@ namespace lazyfuse {
 /// per sync (never as an asynchronous step or a CUDA graph replay).
 bool hasCollectives(const Graph& graph);
 
+/// Kernels of FSDP2's copy ops (fsdp::all_gather_copy_in & co.) for lazy tensors: Note [FSDP2's
+/// copy ops on lazy tensors] in backend/fsdp_ops.cpp.
+void registerFsdpKernels();
+
 }  // namespace lazyfuse

@@ -218,6 +218,31 @@ def _patch_tensor_serialization():
     torch.Tensor._reduce_ex_internal = _reduce_ex_internal
 
 
+def _patch_storage_resize():
+    """`untyped_storage().resize_(n)` of a lazy tensor. A lazy storage holds no memory of its own
+    (the plan's buffers do), and torch's method refuses any device it does not know. FSDP2 frees
+    an unsharded parameter after its forward with `resize_(0)` and sizes it again before it
+    copies the all-gathered values in: on lazy, resizing to 0 keeps the values and the size (a
+    later sync computes only what the program still reads), and resizing to the size the storage
+    has does nothing; another size is refused. Every other storage goes to the original method."""
+    original = torch.UntypedStorage.resize_
+    if getattr(original, "_lazyfuse_patched", False):
+        return
+
+    @functools.wraps(original)
+    def resize_(self, size):
+        if self.device.type != "lazy":
+            return original(self, size)
+        if size != 0 and size != self.nbytes():
+            raise NotImplementedError(
+                f"resize_ of a lazy storage of {self.nbytes()} bytes to {size}: lazy storages "
+                "cannot grow or shrink (resize_(0), which frees memory, is accepted)")
+        return self
+
+    resize_._lazyfuse_patched = True
+    torch.UntypedStorage.resize_ = resize_
+
+
 def _patch_module_apply():
     """`module.to("lazy")` keeps parameters that are one object in several places (tied weights:
     a language model's head and embedding) one object. Eager keeps them by swapping each
@@ -360,6 +385,7 @@ def _initialize():
     _register_device_module()
     _patch_tensor_numpy()
     _patch_tensor_serialization()
+    _patch_storage_resize()
     _register_serialization()
     _patch_module_apply()
     _enable_foreach_optimizers()

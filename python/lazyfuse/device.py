@@ -87,3 +87,90 @@ class device:
 
     def __exit__(self, *exc):
         return False
+
+
+def set_device(device):
+    """There is one lazy device: selecting it does nothing."""
+
+
+# Streams and events. A lazy device runs the ops of a step in the order they were recorded, so
+# work put "on another stream" is already ordered with everything recorded before and after it:
+# a stream or an event here orders nothing more. They exist so that device-generic code that
+# overlaps work with streams (FSDP2's all-gathers and reduce-scatters, prefetching) runs on lazy
+# tensors unchanged.
+class Stream:
+    """A stream of the lazy device: its work runs in recorded order with all other work."""
+
+    def __init__(self, device=None, priority=0):
+        self.device = torch.device("lazy", 0)
+        self.priority = priority
+
+    def wait_stream(self, stream):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def record_event(self, event=None):
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        synchronize()
+
+    def __eq__(self, other):
+        return isinstance(other, Stream)
+
+    def __hash__(self):
+        return hash(Stream)
+
+
+class Event:
+    """An event of the lazy device: complete as soon as it is recorded (see Stream)."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        synchronize()
+
+
+_default_stream = Stream()
+
+
+def current_stream(device=None):
+    return _default_stream
+
+
+def default_stream(device=None):
+    return _default_stream
+
+
+class StreamContext:
+    """`with torch.lazy.stream(s)`: selects nothing, as every stream is the one order."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc):
+        return False
+
+
+def stream(stream):
+    return StreamContext(stream)

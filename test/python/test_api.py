@@ -302,6 +302,25 @@ def test_device_module():
     torch.lazy.synchronize()
 
 
+
+def test_device_module_streams_order_work_as_recorded():
+    """Streams and events of the lazy device (what device-generic code such as FSDP2 asks for):
+    work "on another stream" runs in recorded order, so waits order nothing more."""
+    side = torch.lazy.Stream(priority=-1)
+    assert torch.lazy.current_stream() == torch.lazy.default_stream()
+    x = torch.arange(4.0, device="lazy")
+    with torch.lazy.stream(side):
+        y = x * 2
+    event = side.record_event()
+    torch.lazy.current_stream().wait_event(event)
+    torch.lazy.current_stream().wait_stream(side)
+    x.add_(1)
+    assert event.query() and side.query()
+    event.synchronize()
+    torch.testing.assert_close(y.cpu(), torch.arange(4.0) * 2)
+    torch.testing.assert_close(x.cpu(), torch.arange(4.0) + 1)
+    torch.lazy.set_device(0)
+
 def test_device_module_manual_seed():
     torch.lazy.manual_seed(7)
     a = torch.rand(8, device="lazy").cpu()
@@ -342,3 +361,18 @@ def test_transforms_refuse_lazy_tensors_clearly():
     torch.testing.assert_close(f(x).cpu(), f(torch.arange(4.0)))
     torch.testing.assert_close(torch.func.functionalize(f)(torch.arange(4.0)), f(torch.arange(4.0)))
     assert "clone" in make_fx(f)(torch.arange(4.0)).code
+
+
+def test_resize_of_a_lazy_storage_to_zero_keeps_the_values():
+    """FSDP2 frees storages with resize_(0) and sizes them again: on lazy both are accepted and
+    change nothing; another size is refused clearly; CPU storages are untouched by lazyfuse."""
+    x = torch.arange(4.0, device="lazy")
+    storage = x.untyped_storage()
+    storage.resize_(0)
+    storage.resize_(storage.nbytes())
+    torch.testing.assert_close(x.cpu(), torch.arange(4.0))
+    with pytest.raises(NotImplementedError, match="cannot grow or shrink"):
+        storage.resize_(8)
+    cpu = torch.arange(4.0).untyped_storage()
+    cpu.resize_(0)
+    assert cpu.nbytes() == 0

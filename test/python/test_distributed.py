@@ -158,11 +158,50 @@ def test_ranks_that_sync_differently_and_other_collectives():
     spawn(scenarios)
 
 
-def test_distributed_data_parallel_with_torchrun():
+def torchrun_example(name, says):
+    """examples/distributed/<name> under torchrun with 2 processes; each must print `says`."""
     env = dict(os.environ, MASTER_PORT=str(free_port()))
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-         "--master-port", env["MASTER_PORT"], str(REPO / "examples/distributed/train_ddp.py")],
+         "--master-port", env["MASTER_PORT"], str(REPO / "examples/distributed" / name)],
         env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count("lazy DDP matches CPU DDP") == 2, done.stdout
+    assert done.stdout.count(says) == 2, done.stdout
+
+
+def test_distributed_data_parallel_with_torchrun():
+    torchrun_example("train_ddp.py", "lazy DDP matches CPU DDP")
+
+
+def test_fully_shard_with_torchrun():
+    """FSDP2 on lazy trains like FSDP2 on the CPU, one graph a step (examples/distributed)."""
+    torchrun_example("train_fsdp.py", "lazy FSDP2 matches CPU FSDP2")
+
+
+def fsdp_copy_ops(rank, world, port):
+    """FSDP2's own copy ops on lazy tensors (Note [FSDP2's copy ops on lazy tensors]) against
+    the CPU, with views as FSDP2 passes them."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    import lazyfuse  # noqa: F401
+    import torch.distributed.fsdp._fully_shard._fsdp_collectives  # noqa: F401 (defines the ops)
+
+    results = {}
+    for device in ("cpu", "lazy"):
+        g = torch.Generator().manual_seed(rank)
+        inputs = [torch.randn(6, generator=g).to(device), torch.randn(3, generator=g).to(device)]
+        output = torch.zeros(world * 9, device=device)
+        slice_, whole = torch.ops.fsdp.all_gather_copy_in(inputs, output, [6, 3], 9, rank)
+        slice_.mul_(2)  # a view of `whole`: the write shows there
+        outs = [torch.empty(2, 3, device=device), torch.empty(2, 2, device=device)]
+        source = torch.arange(10.0).to(device) + rank
+        torch.ops.fsdp.split_with_sizes_copy(source, [6, 4], dim=0, out=[o.view(-1) for o in outs])
+        cat = torch.empty(2 * world, 4, device=device)
+        grads = [torch.randn(4, 3, generator=g).to(device), torch.randn(4, generator=g).to(device)]
+        torch.ops.fsdp.chunk_cat(grads, 0, 2 * world, out=cat)
+        results[device] = [t.cpu() for t in (slice_, whole, output, *outs, cat)]
+    for got, want in zip(results["lazy"], results["cpu"]):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_fsdp_copy_ops_match_cpu():
+    spawn(fsdp_copy_ops)
