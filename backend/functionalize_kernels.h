@@ -36,7 +36,8 @@ const c10::SafeKernelFunction& pytorchFunctionalizeKernel(const c10::OperatorHan
 
 /// For a kernel on the Lazy key: when the call on `stack` has a functional tensor among its
 /// arguments and comes from inside a __torch_dispatch__ (which excludes Functionalize), runs it
-/// again through Functionalize and returns true; false, with the stack untouched, otherwise. See Note [Lazy calls that skipped functionalization].
+/// again through Functionalize and returns true; false, with the stack untouched, otherwise.
+/// See Note [Lazy calls that skipped functionalization].
 bool redispatchThroughFunctionalize(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace lazyfuse
