@@ -1,6 +1,7 @@
 // FSDP2's own ops on lazy tensors: see Note [FSDP2's copy ops on lazy tensors].
 #include "backend/collectives.h"
 
+#include "backend/view_kernels.h"
 #include "lazy_ir/check.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -12,6 +13,7 @@
 #include <torch/library.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace lazyfuse {
@@ -32,18 +34,17 @@ namespace {
 // them when imported), and no schema of ours could disagree with theirs. Under InferenceMode,
 // which skips the autograd keys, the calls still reach functionalization and fail there.
 
-std::vector<int64_t> intsOf(const c10::IValue& value) {
-  if (value.isIntList()) return value.toIntVector();
-  std::vector<int64_t> ints;
-  for (const c10::IValue& element : value.toListRef()) {
-    ints.push_back(element.isInt() ? element.toInt()
-                                   : element.toSymInt().guard_int(__FILE__, __LINE__));
-  }
-  return ints;
+/// A SymInt argument FSDP2 passes as a concrete int (view_kernels' intOf reads it).
+int64_t concreteInt(const c10::IValue& value) {
+  const std::optional<int64_t> v = intOf(value);
+  TORCH_CHECK(v.has_value(), "FSDP2's copy ops on lazy tensors take concrete sizes");
+  return *v;
 }
 
-int64_t intOf(const c10::IValue& value) {
-  return value.isInt() ? value.toInt() : value.toSymInt().guard_int(__FILE__, __LINE__);
+std::vector<int64_t> concreteInts(const c10::IValue& value) {
+  std::vector<int64_t> ints;
+  for (const c10::IValue& element : value.toListRef()) ints.push_back(concreteInt(element));
+  return ints;
 }
 
 /// all_gather_copy_in(Tensor[] inputs, Tensor output, SymInt[] split_sizes, SymInt numel,
@@ -53,9 +54,9 @@ void allGatherCopyIn(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack
   auto args = torch::jit::last(*stack, 5);
   const std::vector<at::Tensor> inputs = args[0].toTensorVector();
   at::Tensor output = args[1].toTensor();
-  const std::vector<int64_t> split_sizes = intsOf(args[2]);
-  const int64_t numel = intOf(args[3]);
-  const int64_t rank = intOf(args[4]);
+  const std::vector<int64_t> split_sizes = concreteInts(args[2]);
+  const int64_t numel = concreteInt(args[3]);
+  const int64_t rank = concreteInt(args[4]);
   torch::jit::drop(*stack, 5);
   at::Tensor input = output.narrow(0, numel * rank, numel);
   {
@@ -70,7 +71,7 @@ void allGatherCopyIn(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack
 void splitWithSizesCopy(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   auto args = torch::jit::last(*stack, 4);
   const at::Tensor source = args[0].toTensor();
-  const std::vector<int64_t> split_sizes = intsOf(args[1]);
+  const std::vector<int64_t> split_sizes = concreteInts(args[1]);
   const int64_t dim = args[2].toInt();
   const std::vector<at::Tensor> out = args[3].toTensorVector();
   torch::jit::drop(*stack, 4);
