@@ -17,6 +17,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace lazyfuse::detail {
@@ -78,7 +79,11 @@ HashValue hashParamKind(HashValue h, const c10::IValue& param) {
 
 HashValue CallRecorder::scan() {
   key_ = traits_.name_hash;
+  positions_.clear();
   for (size_t i = 0; i < args_.size(); ++i) scanArg(i);
+  // Position values come last, so that the key without them is a key of its own.
+  blind_key_ = key_;
+  for (int64_t position : positions_) key_ = hashCombine(key_, static_cast<HashValue>(position));
   return key_;
 }
 
@@ -130,7 +135,7 @@ std::shared_ptr<const AtenCallAttrs> CallRecorder::inferOnMeta(HashValue key) {
   attrs->finalize();
   // The meta-cache key also covers input metadata and parameter kinds (an int or a float
   // Scalar): everything that can change code generated for this node.
-  attrs->hash = hashCombine(attrs->hash, key);
+  attrs->combineIntoHash(key, blind_key_);
   return attrs;
 }
 
@@ -178,6 +183,13 @@ void CallRecorder::scanArg(size_t i) {
     return;
   }
   if (v.isDevice()) v = c10::IValue(toHardware(v.toDevice()));
+  if (v.isInt() && !traits_.position_args.empty() &&
+      std::find(traits_.position_args.begin(), traits_.position_args.end(), i) !=
+          traits_.position_args.end()) {
+    key_ = hashCombine(key_, hashString("position"));
+    positions_.push_back(v.toInt());
+    return;
+  }
   key_ = hashIValue(key_, v);
 }
 

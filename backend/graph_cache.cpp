@@ -4,13 +4,17 @@
 
 #include "backend/logging.h"
 #include "lazy_ir/check.h"
+#include "lazy_ir/config.h"
 #include "lazy_ir/metrics.h"
 
 #include <ATen/record_function.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace lazyfuse {
 namespace {
@@ -32,15 +36,32 @@ namespace {
 constexpr int64_t kNodeRunsBeforeFusing = 2000;
 constexpr int64_t kMinRunsBeforeFusing = 3;
 
+/// One plan of a blind hash, with the values of the positions it bakes in (Note [Positions as
+/// plan arguments]).
 struct CachedPlan {
   std::shared_ptr<const CompiledPlan> plan;
+  std::vector<int64_t> guard_values;  // of plan's position_guards in the graph it came from
   int64_t runs = 0;
-  std::shared_ptr<PlanReplay> replay = std::make_shared<PlanReplay>();
+  /// May be compiled fused when it recurs (Note [Fusing recurring small graphs]); false once a
+  /// fused plan baked positions this one serves, and is cached beside it.
+  bool may_fuse = true;
+  /// Replay state per value of every position of the graph: a CUDA graph bakes them all.
+  std::map<std::vector<int64_t>, std::shared_ptr<PlanReplay>> replays;
+
+  bool serves(const Graph& graph) const {
+    return graph.positionValues(plan->plan.position_guards) == guard_values;
+  }
+  std::shared_ptr<PlanReplay>& replayFor(const Graph& graph) {
+    std::shared_ptr<PlanReplay>& replay = replays[graph.positionValues()];
+    if (!replay) replay = std::make_shared<PlanReplay>();
+    return replay;
+  }
 };
 
 struct GraphCache {
   std::mutex mutex;
-  std::unordered_map<HashValue, CachedPlan> plans;
+  /// Per blind hash, its plans, the most recently made first.
+  std::unordered_map<HashValue, std::vector<std::shared_ptr<CachedPlan>>> plans;
 };
 
 GraphCache& graphCache() {
@@ -67,47 +88,94 @@ ScopedFuseNewGraphs::~ScopedFuseNewGraphs() { fuse_new_graphs = previous_; }
 
 PlanEntry planFor(const Graph& graph) {
   GraphCache& cache = graphCache();
+  std::vector<int64_t> missed_guards;  // a cached plan's baked positions this graph differs in
+  std::vector<uint32_t> missed_at;
   {
     std::unique_lock<std::mutex> lock(cache.mutex);
-    auto it = cache.plans.find(graph.hash());
+    auto it = cache.plans.find(graph.positionBlindHash());
+    std::shared_ptr<CachedPlan> found;
     if (it != cache.plans.end()) {
+      for (const std::shared_ptr<CachedPlan>& candidate : it->second) {
+        if (candidate->serves(graph)) {
+          found = candidate;
+          break;
+        }
+      }
+      if (!found && !it->second.empty()) {
+        missed_at = it->second.front()->plan->plan.position_guards;
+        missed_guards = it->second.front()->guard_values;
+      }
+    }
+    if (found) {
       metrics::cached_compile.add();
-      CachedPlan& entry = it->second;
+      CachedPlan& entry = *found;
       ++entry.runs;
       const int64_t nodes = static_cast<int64_t>(graph.nodes().size());
-      if (!entry.plan->fuse_when_recurring || entry.runs < kMinRunsBeforeFusing ||
-          entry.runs * nodes < kNodeRunsBeforeFusing) {
-        return {entry.plan, entry.replay};
+      if (!entry.may_fuse || !entry.plan->fuse_when_recurring ||
+          entry.runs < kMinRunsBeforeFusing || entry.runs * nodes < kNodeRunsBeforeFusing) {
+        return {entry.plan, entry.replayFor(graph)};
       }
+      entry.may_fuse = false;  // one thread fuses it
       lock.unlock();
       // See Note [Fusing recurring small graphs].
       std::shared_ptr<const CompiledPlan> fused = timedCompile(graph, /*recurring=*/true);
       metrics::recurring_graphs_fused.add();
       metrics::unfused_nodes.add(fused->plan.unfused_nodes);
       lock.lock();
-      CachedPlan& replaced = cache.plans[graph.hash()];
-      replaced.plan = fused;
-      return {fused, replaced.replay};
+      if (fused->plan.position_guards == entry.plan->plan.position_guards) {
+        entry.plan = fused;
+        return {fused, entry.replayFor(graph)};
+      }
+      // The fused plan bakes positions the unfused one serves: it serves this graph's values,
+      // the unfused plan the others, unfused from now on.
+      auto added = std::make_shared<CachedPlan>();
+      added->plan = fused;
+      added->guard_values = graph.positionValues(fused->plan.position_guards);
+      added->runs = entry.runs;
+      added->may_fuse = false;
+      std::vector<std::shared_ptr<CachedPlan>>& plans = cache.plans[graph.positionBlindHash()];
+      plans.insert(plans.begin(), added);
+      return {fused, added->replayFor(graph)};
     }
   }
   // Before compiling: a lowering that fails names this graph, and the dump shows it.
   if (dumpRequested("ir")) writeDump(graph, "graph", ".txt", printText(graph));
+  if (!missed_at.empty() && config::logRecompiles()) {
+    // Logged whatever LAZYFUSE_LOG_LEVEL says: the switch asks for these lines.
+    const std::vector<int64_t> now = graph.positionValues(missed_at);
+    std::string nodes;
+    for (uint32_t position : missed_at) {
+      nodes += (nodes.empty() ? "%" : ", %") + std::to_string(position) + " " +
+               graph.nodes()[position]->opName();
+    }
+    logMessage(LogLevel::kWarn,
+               detail::concat("new plan for graph 0x", std::hex, graph.hash(), std::dec,
+                              ": its cached plan bakes the positions of ", nodes, " (",
+                              c10::IntArrayRef(missed_guards), "), here ", c10::IntArrayRef(now)));
+  }
   std::shared_ptr<const CompiledPlan> plan = timedCompile(graph, fuse_new_graphs);
   metrics::uncached_compile.add();
   metrics::unfused_nodes.add(plan->plan.unfused_nodes);
   LF_LOG_DEBUG("new graph 0x", std::hex, graph.hash(), std::dec, ": ", graph.nodes().size(),
                " nodes, ", plan->plan.steps.size(), " steps, ", plan->plan.kernels.size(),
                " kernels");
+  auto added = std::make_shared<CachedPlan>();
+  added->plan = plan;
+  added->guard_values = graph.positionValues(plan->plan.position_guards);
+  added->runs = 1;
   std::lock_guard<std::mutex> lock(cache.mutex);
-  auto [entry, added] = cache.plans.emplace(graph.hash(), CachedPlan{plan, 1});
-  return {entry->second.plan, entry->second.replay};
+  cache.plans[graph.positionBlindHash()].insert(cache.plans[graph.positionBlindHash()].begin(),
+                                                added);
+  return {plan, added->replayFor(graph)};
 }
 
 }  // namespace detail
 
 size_t graphCacheSize() {
   std::lock_guard<std::mutex> lock(graphCache().mutex);
-  return graphCache().plans.size();
+  size_t plans = 0;
+  for (const auto& [hash, cached] : graphCache().plans) plans += cached.size();
+  return plans;
 }
 
 void clearGraphCache() {

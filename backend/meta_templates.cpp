@@ -322,7 +322,7 @@ std::shared_ptr<const AtenCallAttrs> fromMetaTemplate(const CallShapes& shapes, 
     }
   }
   attrs->finalize();
-  attrs->hash = hashCombine(attrs->hash, key);  // as CallRecorder::inferOnMeta
+  attrs->combineIntoHash(key, recorder.positionBlindKey());  // as CallRecorder::inferOnMeta
   metrics::meta_template_hits.add();
   return attrs;
 }

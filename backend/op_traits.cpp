@@ -141,6 +141,7 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   traits->name = schema.name();
   if (!schema.overload_name().empty()) traits->name += "." + schema.overload_name();
   traits->name_hash = hashString(traits->name);
+  traits->position_args = positionArgsOf(traits->name);
   traits->eager = dataDependentOps().count(schema.name()) > 0;
   traits->aux_outputs = auxOutputsOf(traits->name);
   traits->meta_layout = metaLayoutOf(op);

@@ -41,6 +41,7 @@ struct OpTraits {
   std::string name;          // "aten::add.Tensor"
   std::string counter_name;  // "aten::add", the eager-fallback counter
   HashValue name_hash = 0;
+  std::vector<uint32_t> position_args;  // positionArgsOf(name)
   /// Runs eagerly on the hardware device: data-dependent output shapes, non-tensor results, or
   /// no meta kernel. See Note [Data-dependent ops]. Atomic: markEager sets it while other threads
   /// record the op (every other field is fixed once computed).

@@ -259,8 +259,9 @@ void runRegionWrite(const RegionWrite& write, const Graph& graph, PlanValues& va
     out.copy_(base);
   }
   const at::Tensor& source = values.nodes.at(write.source.position).at(write.source.index);
+  // The offset of the graph being run: Note [Positions as plan arguments].
   at::Tensor region =
-      out.as_strided(write.sizes, write.strides, out.storage_offset() + write.offset);
+      out.as_strided(write.sizes, write.strides, out.storage_offset() + regionOffset(graph, write));
   auto run = [index_copy = write.index_copy, dim = write.dim](
                  const at::Tensor& region, const at::Tensor& index, const at::Tensor& source) {
     if (index_copy) {
@@ -300,8 +301,9 @@ void takeView(const StridedView& view, const Graph& graph,
   std::vector<at::Tensor>& outputs = values.at(view.value.position);
   outputs.resize(
       std::max<size_t>(outputs.size(), graph.nodes()[view.value.position]->numOutputs()));
-  outputs[view.value.index] =
-      source.as_strided(view.sizes, view.strides, source.storage_offset() + view.offset);
+  // The offset of the graph being run: Note [Positions as plan arguments].
+  outputs[view.value.index] = source.as_strided(view.sizes, view.strides,
+                                                source.storage_offset() + viewOffset(graph, view));
 }
 
 std::mutex& lastProfileMutex() {
@@ -409,7 +411,8 @@ std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
 std::vector<at::Tensor> runPlan(const ExecutionPlan& plan, const Graph& graph,
                                 const CompiledKernels* kernels, DonationState* donation,
                                 const std::vector<at::Tensor>* data) {
-  LF_INTERNAL_ASSERT(plan.graph_hash == graph.hash(), "plan run on a graph of another hash");
+  LF_INTERNAL_ASSERT(plan.position_blind_hash == graph.positionBlindHash(),
+                     "plan run on a graph of another hash");
   LF_INTERNAL_ASSERT(plan.kernels.empty() || kernels, "plan run without its kernels");
   // Real tensors need no autograd here: lazy autograd already recorded the backward ops.
   at::AutoDispatchBelowADInplaceOrView below_autograd;

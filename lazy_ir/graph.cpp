@@ -162,22 +162,55 @@ void Graph::computeAliasClasses() {
 }
 
 void Graph::computeHash() {
-  HashValue h = hashCombine(0, nodes_.size());
+  HashValue h = hashCombine(0, nodes_.size()), blind = h;
+  has_positions_ = false;
   for (size_t position = 0; position < nodes_.size(); ++position) {
-    h = hashCombine(h, nodes_[position]->localHash());
+    const Node& node = *nodes_[position];
+    h = hashCombine(h, node.localHash());
+    blind = hashCombine(blind, node.localPositionBlindHash());
+    has_positions_ =
+        has_positions_ || (node.kind() == OpKind::kAten && !node.aten().position_args.empty());
     for (const NodeRef& ref : inputsOf(position)) {
       h = hashCombine(hashCombine(h, ref.position), ref.index);
+      blind = hashCombine(hashCombine(blind, ref.position), ref.index);
     }
   }
-  for (uint32_t cls : alias_classes_) h = hashCombine(h, cls);
+  for (uint32_t cls : alias_classes_) {
+    h = hashCombine(h, cls);
+    blind = hashCombine(blind, cls);
+  }
   body_hash_ = h;
+  blind_body_hash_ = blind;
   hashOutputs();
 }
 
 void Graph::hashOutputs() {
-  HashValue h = body_hash_;
-  for (const NodeRef& out : outputs_) h = hashCombine(hashCombine(h, out.position), out.index);
+  HashValue h = body_hash_, blind = blind_body_hash_;
+  for (const NodeRef& out : outputs_) {
+    h = hashCombine(hashCombine(h, out.position), out.index);
+    blind = hashCombine(hashCombine(blind, out.position), out.index);
+  }
   hash_ = h;
+  blind_hash_ = blind;
+}
+
+std::vector<int64_t> Graph::positionValues(c10::ArrayRef<uint32_t> positions) const {
+  std::vector<int64_t> values;
+  for (uint32_t position : positions) {
+    const std::vector<int64_t> own = nodes_.at(position)->positionValues();
+    values.insert(values.end(), own.begin(), own.end());
+  }
+  return values;
+}
+
+std::vector<int64_t> Graph::positionValues() const {
+  std::vector<int64_t> values;
+  if (!has_positions_) return values;
+  for (const NodePtr& node : nodes_) {
+    const std::vector<int64_t> own = node->positionValues();
+    values.insert(values.end(), own.begin(), own.end());
+  }
+  return values;
 }
 
 }  // namespace lazyfuse

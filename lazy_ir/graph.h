@@ -24,6 +24,28 @@ struct NodeRef {
 // its inputs as positions, which device-data inputs alias each other (share storage), and the
 // graph outputs. Never data values (scalars are parameters), buffer addresses or node ids. Two
 // graphs with equal hashes therefore lower to the same plan. Pinned by test/cpp/test_graph.cpp.
+//
+// Note [Positions as plan arguments]
+// A loop that writes or reads a tensor at a Python-int position (`cache[:, t] = k`,
+// `x.narrow(1, t, 1)`, `x[:, t]`) records select, slice or narrow with t as a constant, so each
+// position used to be a graph of its own, lowered and rendered again for every t. The int
+// arguments that say where a view starts (AtenCallAttrs::position_args) are therefore left out of
+// a second hash, positionBlindHash, which finds cached plans (backend/graph_cache.cpp); their
+// sizes, strides and dtypes stay in it, so graphs of one blind hash differ in offsets alone. A
+// plan serves every value of the positions it does not bake in:
+//   - an extern step's node gives its ATen call the arguments of the graph being run;
+//   - a region write (Note [Region writes]) takes the offset of its region from the graph being
+//     run (regionOffset), as the views of its chain give it;
+//   - a strided view of a buffer (Note [Strided views of buffers]) moves its offset by the
+//     difference of the starts of the views at a position between the buffer and itself
+//     (StridedView::shifts, viewOffset), when each of those starts in a dimension whose stride
+//     over the buffer the plan knows (it views the buffer, or a select, slice or narrow of it).
+// Positions of any other node (a view a fused kernel indexes, or that a kernel copies out) are
+// baked into the plan: the plan lists those nodes (ExecutionPlan::position_guards), and the cache
+// serves it only to graphs whose values there are the ones it was lowered with; another value
+// lowers a plan of its own, cached beside it (on the CPU, its kernels come from the families of
+// Note [Shape-generic kernels]). A CUDA graph bakes every position its run saw, so the replay
+// state of a plan is kept per value of all of them (Note [CUDA graph replay]).
 class Graph {
  public:
   /// The nodes `roots` depend on, each once, inputs before users; roots in the given order.
@@ -37,6 +59,14 @@ class Graph {
   /// For each device-data input, the index of the first input sharing its storage.
   const std::vector<uint32_t>& aliasClasses() const { return alias_classes_; }
   HashValue hash() const { return hash_; }
+  /// The hash without the values of position arguments: what a cached plan is found by (Note
+  /// [Positions as plan arguments]). Equal to another graph's when their hashes are, and when
+  /// they differ in where views start alone.
+  HashValue positionBlindHash() const { return blind_hash_; }
+  /// The values of the position arguments of the nodes at `positions`, in order.
+  std::vector<int64_t> positionValues(c10::ArrayRef<uint32_t> positions) const;
+  /// The values of every position argument of the graph, in node order.
+  std::vector<int64_t> positionValues() const;
 
   /// Adds outputs (values of nodes already in the graph) after the roots, and rehashes.
   void addOutputs(c10::ArrayRef<NodeRef> outputs);
@@ -76,6 +106,9 @@ class Graph {
   std::vector<ComputedInput> computed_inputs_;
   HashValue body_hash_ = 0;  // the hash of everything but the outputs
   HashValue hash_ = 0;
+  HashValue blind_body_hash_ = 0;  // as body_hash_ and hash_, without position values
+  HashValue blind_hash_ = 0;
+  bool has_positions_ = false;  // some node has position arguments
 };
 
 /// Readable text: one line per node, `%3 = aten::add.Tensor(%1, %2, alpha=$0) : f32[4, 4]`.

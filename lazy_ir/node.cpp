@@ -2,6 +2,7 @@
 
 #include "lazy_ir/check.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace lazyfuse {
@@ -47,19 +48,46 @@ HashValue TensorMeta::hash(HashValue seed) const {
   return hashInts(seed, strides);
 }
 
+std::vector<uint32_t> positionArgsOf(const std::string& name) {
+  if (name == "aten::select_copy.int" || name == "aten::narrow_copy") return {2};
+  if (name == "aten::select_scatter") return {3};
+  if (name == "aten::slice_copy.Tensor") return {2, 3};
+  if (name == "aten::slice_scatter") return {3, 4};
+  return {};
+}
+
 void AtenCallAttrs::finalize() {
-  HashValue h = hashString(name);
-  for (const ArgSlot& slot : args) {
-    h = hashCombine(h, static_cast<HashValue>(slot.kind) * 2 + slot.mutated);
-    h = hashCombine(h, slot.present.size());
-    for (uint8_t p : slot.present) h = hashCombine(h, p);
-    if (slot.kind == ArgKind::kConstant) h = hashIValue(h, slot.constant);
+  position_args = positionArgsOf(name);
+  HashValue h = hashString(name), blind = h;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ArgSlot& slot = args[i];
+    const HashValue shape = static_cast<HashValue>(slot.kind) * 2 + slot.mutated;
+    h = hashCombine(hashCombine(h, shape), slot.present.size());
+    blind = hashCombine(hashCombine(blind, shape), slot.present.size());
+    for (uint8_t p : slot.present) {
+      h = hashCombine(h, p);
+      blind = hashCombine(blind, p);
+    }
+    if (slot.kind != ArgKind::kConstant) continue;
+    h = hashIValue(h, slot.constant);
+    const bool position =
+        slot.constant.isInt() &&
+        std::find(position_args.begin(), position_args.end(), i) != position_args.end();
+    // A position's value is left out, not whether it is an int or None.
+    blind =
+        position ? hashCombine(blind, hashString("position")) : hashIValue(blind, slot.constant);
   }
   for (const ReturnSlot& ret : returns) {
     h = hashCombine(h, static_cast<HashValue>(ret.kind));
     h = hashCombine(hashCombine(h, ret.count), ret.arg);
+    blind = hashCombine(blind, static_cast<HashValue>(ret.kind));
+    blind = hashCombine(hashCombine(blind, ret.count), ret.arg);
   }
-  for (const TensorMeta& meta : outputs) h = meta.hash(h);
+  for (const TensorMeta& meta : outputs) {
+    h = meta.hash(h);
+    blind = meta.hash(blind);
+  }
+  position_blind_hash = blind;
   num_inputs = 0;
   num_params = 0;
   for (const ArgSlot& slot : args) {
@@ -118,6 +146,21 @@ const AtenCallAttrs& Node::aten() const {
 HashValue Node::localHash() const {
   if (kind_ == OpKind::kDeviceData) return data_meta_.hash(hashString("device_data"));
   return attrs_->hash;
+}
+
+HashValue Node::localPositionBlindHash() const {
+  if (kind_ == OpKind::kDeviceData) return localHash();
+  return attrs_->position_blind_hash;
+}
+
+std::vector<int64_t> Node::positionValues() const {
+  std::vector<int64_t> values;
+  if (kind_ != OpKind::kAten) return values;
+  for (uint32_t i : attrs_->position_args) {
+    const c10::IValue& v = attrs_->args.at(i).constant;
+    if (attrs_->args[i].kind == ArgKind::kConstant && v.isInt()) values.push_back(v.toInt());
+  }
+  return values;
 }
 
 std::string Node::opName() const {

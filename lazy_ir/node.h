@@ -86,11 +86,27 @@ struct AtenCallAttrs {
   uint32_t num_inputs = 0;
   uint32_t num_params = 0;
   HashValue hash = 0;
+  /// `hash` with the values of the position arguments left out: Note [Positions as plan
+  /// arguments] in lazy_ir/graph.h.
+  HashValue position_blind_hash = 0;
+  /// Schema positions of the constant int arguments that say where a view starts (select's
+  /// index, slice's start and end, narrow's start), in order; empty for other ops.
+  std::vector<uint32_t> position_args;
 
   explicit AtenCallAttrs(c10::OperatorHandle handle) : op(std::move(handle)) {}
   /// Computes `hash` from name, constants, slot shapes and output metadata.
   void finalize();
+  /// Combines a call's meta-cache key into `hash`, and the key without its position values into
+  /// position_blind_hash.
+  void combineIntoHash(HashValue key, HashValue blind_key) {
+    hash = hashCombine(hash, key);
+    position_blind_hash = hashCombine(position_blind_hash, blind_key);
+  }
 };
+
+/// Schema positions of the arguments of op `name` ("aten::select_copy.int") that say where its
+/// view starts: Note [Positions as plan arguments] in lazy_ir/graph.h.
+std::vector<uint32_t> positionArgsOf(const std::string& name);
 
 class Node;
 using NodePtr = c10::intrusive_ptr<Node>;
@@ -124,6 +140,10 @@ class Node final : public c10::intrusive_ptr_target {
   bool markedDynamic() const { return dynamic_.load(std::memory_order_relaxed); }
   /// Hash of this node alone: op, constants and output metadata; not inputs, params or data.
   HashValue localHash() const;
+  /// localHash without the values of its position arguments (AtenCallAttrs::position_args).
+  HashValue localPositionBlindHash() const;
+  /// The values of its position arguments, in order; empty when it has none.
+  std::vector<int64_t> positionValues() const;
   std::string opName() const;
 
  private:

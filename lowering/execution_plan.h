@@ -70,6 +70,19 @@ struct KernelBatch {
   std::vector<int32_t> kernels;  // indices into ExecutionPlan::kernels, at least two
 };
 
+/// A select, slice or narrow view at a position: its start, normalized as ATen does within a
+/// dimension of `size` elements, moves the view's offset by `stride` elements per element.
+struct PositionShift {
+  uint32_t position = 0;  // the view's node
+  int64_t size = 0;
+  int64_t stride = 0;
+  int64_t start = 0;  // normalized, in the graph the plan was lowered from
+};
+
+/// The start of the view at `position` in `graph` (select's index, slice's or narrow's start),
+/// normalized as ATen does within a dimension of `size` elements.
+int64_t viewStart(const Graph& graph, uint32_t position, int64_t size);
+
 /// A value that is, element for element, another value's buffer read with other sizes, strides
 /// and offset: a transposed weight an extern matmul reads, a graph output that only renames
 /// another output. It costs no copy. See Note [Strided views of buffers].
@@ -78,7 +91,13 @@ struct StridedView {
   NodeRef source;  // the value whose buffer it views; laid out as its meta says
   std::vector<int64_t> sizes, strides;
   int64_t offset = 0;  // elements past the source's first element
+  /// The views at a position between source and value, which move `offset` in a graph whose
+  /// positions differ (Note [Positions as plan arguments]).
+  std::vector<PositionShift> shifts;
 };
+
+/// `view`'s offset in `graph`, a graph of the plan's blind hash.
+int64_t viewOffset(const Graph& graph, const StridedView& view);
 
 /// A value that is another value, `base`, with one region of it overwritten by an index_copy
 /// or a copy: `cache[i, 0].index_copy_(2, pos, k)` or `cache[:, t] = k`, which
@@ -102,6 +121,10 @@ struct RegionWrite {
   std::vector<uint32_t> sharers;
 };
 
+/// The offset of `write`'s region in `graph`, a graph of the plan's blind hash: its view chain's
+/// positions are those of `graph` (Note [Positions as plan arguments]).
+int64_t regionOffset(const Graph& graph, const RegionWrite& write);
+
 /// What `write` reads besides its base: index_copy's index and source, or copy's source.
 inline std::vector<NodeRef> regionWriteReads(const RegionWrite& write) {
   if (write.index_copy) return {write.index, write.source};
@@ -124,6 +147,7 @@ enum class KernelTarget { kCpu, kCuda };
 
 struct ExecutionPlan {
   HashValue graph_hash = 0;
+  HashValue position_blind_hash = 0;  // the graph's: the plan runs every graph of this one
   uint32_t num_nodes = 0;
   std::vector<PlanStep> steps;
   std::vector<FusedKernel> kernels;
@@ -138,6 +162,10 @@ struct ExecutionPlan {
   /// What each step is called in profiler traces and in lazyfuse.last_plan_profile(): a fused
   /// kernel with the ops whose values it writes. See Note [Plan steps in the profiler].
   std::shared_ptr<const std::vector<std::string>> step_labels;
+  /// Nodes whose position arguments the plan bakes in: it serves a graph of its blind hash only
+  /// when their values there are those of the graph it was lowered from. See Note [Positions as
+  /// plan arguments].
+  std::vector<uint32_t> position_guards;
 };
 
 /// The value a kernel parameter binds to in `graph` (whose hash is the plan's).

@@ -47,4 +47,8 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan);
 /// Fills plan.step_labels (Note [Plan steps in the profiler]).
 void labelSteps(const Graph& graph, ExecutionPlan& plan);
 
+/// Fills plan.position_guards: the nodes whose position arguments the plan bakes in (Note
+/// [Positions as plan arguments]).
+void findPositionGuards(const Graph& graph, ExecutionPlan& plan);
+
 }  // namespace lazyfuse

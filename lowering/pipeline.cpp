@@ -8,6 +8,7 @@ ExecutionPlan lowerGraph(const Graph& graph, bool fuse, bool batch, KernelTarget
                          bool region_writes) {
   ExecutionPlan plan;
   plan.graph_hash = graph.hash();
+  plan.position_blind_hash = graph.positionBlindHash();
   plan.num_nodes = static_cast<uint32_t>(graph.nodes().size());
   if (fuse) {
     partitionGraph(graph, plan, target);
@@ -19,6 +20,7 @@ ExecutionPlan lowerGraph(const Graph& graph, bool fuse, bool batch, KernelTarget
   computeLifetimes(graph, plan);
   if (fuse || !plan.region_writes.empty()) planDonations(graph, plan);
   labelSteps(graph, plan);
+  findPositionGuards(graph, plan);
   return plan;
 }
 

@@ -65,6 +65,11 @@ std::string printPlan(const Graph& graph, const ExecutionPlan& plan) {
       << ", steps=" << plan.steps.size() << ", kernels=" << plan.kernels.size();
   if (!plan.batches.empty()) out << ", batches=" << plan.batches.size();
   out << ")\n";
+  if (!plan.position_guards.empty()) {  // Note [Positions as plan arguments]
+    out << "  positions baked in:";
+    for (uint32_t position : plan.position_guards) out << " %" << position;
+    out << "\n";
+  }
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const PlanStep& step = plan.steps[s];
     out << "  " << s << ": ";

@@ -51,9 +51,12 @@
 
 #include "lowering/detail/region_writes.h"
 
+#include "lazy_ir/check.h"
 #include "lowering/lowerings.h"
 
 #include <ATen/ATen.h>
+
+#include <algorithm>
 
 namespace lazyfuse::detail {
 namespace {
@@ -231,6 +234,25 @@ class Finder {
 
 }  // namespace
 
+void regionWriteNodes(const Graph& graph, const RegionWrite& write, std::vector<uint32_t>& written,
+                      std::vector<uint32_t>& views) {
+  // The views from base to `ref` (functionalization records a view per use).
+  auto chain = [&](NodeRef ref) {
+    while (!sameRef(ref, write.base)) {
+      views.push_back(ref.position);
+      ref = graph.inputsOf(ref.position)[0];
+    }
+  };
+  uint32_t scatter = write.value.position;
+  while (scatter != write.op) {
+    written.push_back(scatter);
+    chain(graph.inputsOf(scatter)[0]);
+    scatter = graph.inputsOf(scatter)[1].position;
+  }
+  written.push_back(write.op);
+  chain(graph.inputsOf(write.op)[0]);
+}
+
 std::vector<RegionWrite> findRegionWrites(const Graph& graph, std::vector<int32_t>& region_of,
                                           std::vector<bool>& absorbed) {
   std::vector<RegionWrite> writes;
@@ -251,3 +273,80 @@ std::vector<RegionWrite> findRegionWrites(const Graph& graph, std::vector<int32_
 }
 
 }  // namespace lazyfuse::detail
+
+namespace lazyfuse {
+
+int64_t viewStart(const Graph& graph, uint32_t position, int64_t size) {
+  const Node& node = *graph.nodes()[position];
+  const c10::IValue& first = node.aten().args.at(2).constant;
+  int64_t start = first.isNone() ? 0 : first.toInt();
+  if (start < 0) start += size;
+  // A select's index and a narrow's start are in range (checked when recorded); a slice's start
+  // is clamped, as at::slice does.
+  return detail::viewKind(node, true) == detail::ViewKind::kSlice
+             ? std::clamp<int64_t>(start, 0, size)
+             : start;
+}
+
+bool applyStartView(const Graph& graph, uint32_t position, std::vector<int64_t>& sizes,
+                    std::vector<int64_t>& strides, int64_t& offset, int64_t* dim_stride) {
+  const Node& node = *graph.nodes()[position];
+  const detail::ViewKind kind = detail::viewKind(node, true);
+  const bool narrow = node.kind() == OpKind::kAten && node.aten().name == "aten::narrow_copy";
+  if (kind == detail::ViewKind::kNone && !narrow) return false;
+  const std::vector<ArgSlot>& args = node.aten().args;
+  const int64_t rank = static_cast<int64_t>(sizes.size());
+  int64_t dim = args.at(1).constant.toInt();
+  if (dim < 0) dim += rank;
+  if (dim < 0 || dim >= rank) return false;
+  const int64_t size = sizes[dim];
+  const int64_t start = viewStart(graph, position, size);
+  if (dim_stride != nullptr) *dim_stride = strides[dim];
+  offset += start * strides[dim];
+  if (kind == detail::ViewKind::kSelect) {
+    sizes.erase(sizes.begin() + dim);
+    strides.erase(strides.begin() + dim);
+    return true;
+  }
+  if (narrow) {
+    sizes[dim] = args.at(3).constant.toInt();
+    return true;
+  }
+  const c10::IValue& last = args.at(3).constant;
+  const int64_t step = args.at(4).constant.toInt();
+  int64_t end = last.isNone() ? size : last.toInt();
+  if (end < 0) end += size;
+  end = std::clamp<int64_t>(end, start, size);
+  sizes[dim] = (end - start + step - 1) / step;
+  strides[dim] *= step;
+  return true;
+}
+
+int64_t regionOffset(const Graph& graph, const RegionWrite& write) {
+  std::vector<uint32_t> chain;  // the views from base to the region, outermost first
+  NodeRef ref = graph.inputsOf(write.op)[0];
+  while (!detail::sameRef(ref, write.base)) {
+    chain.push_back(ref.position);
+    ref = graph.inputsOf(ref.position)[0];
+  }
+  const TensorMeta& meta = graph.nodes()[write.base.position]->outputMeta(write.base.index);
+  std::vector<int64_t> sizes = meta.sizes, strides = meta.strides;
+  int64_t offset = 0;
+  // As at::select and at::slice place a view, which lowering asked of a meta tensor
+  // (Finder::writeInto): the graph's sizes are those it checked there.
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const bool view = applyStartView(graph, *it, sizes, strides, offset, nullptr);
+    LF_INTERNAL_ASSERT(view, "a region write's chain holds ", graph.nodes()[*it]->opName());
+  }
+  return offset;
+}
+
+int64_t viewOffset(const Graph& graph, const StridedView& view) {
+  int64_t offset = view.offset;
+  for (const PositionShift& shift : view.shifts) {
+    offset += (viewStart(graph, shift.position, shift.size) - shift.start) * shift.stride;
+  }
+  return offset;
+}
+
+}  // namespace lazyfuse

@@ -106,7 +106,7 @@ std::optional<StridedView> stridedViewOf(const Graph& graph, const Partition& p,
     if (node.sizes[d] == 1) strides[d] = meta.strides[d];  // never stepped along: any stride
     if (strides[d] < 0) return std::nullopt;
   }
-  return StridedView{value, source, node.sizes, std::move(strides), offset};
+  return StridedView{value, source, node.sizes, std::move(strides), offset, {}};
 }
 
 }  // namespace lazyfuse

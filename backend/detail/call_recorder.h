@@ -36,6 +36,9 @@ class CallRecorder {
   bool anyLazy() const { return any_lazy_; }
   /// The meta-cache key of the call; uploads the CPU tensors a lazy call may take.
   HashValue scan();
+  /// The meta-cache key without the values of the call's position arguments (after scan()):
+  /// Note [Positions as plan arguments].
+  HashValue positionBlindKey() const { return blind_key_; }
   /// The call's node attributes, inferred on Meta; `key` is scan()'s.
   std::shared_ptr<const AtenCallAttrs> inferOnMeta(HashValue key);
   std::vector<Value> takeInputs() { return std::move(inputs_); }
@@ -61,6 +64,8 @@ class CallRecorder {
   const OpTraits& traits_;
   torch::jit::Stack& args_;
   HashValue key_ = 0;
+  HashValue blind_key_ = 0;
+  std::vector<int64_t> positions_;  // the values of the position arguments scanned
   bool any_lazy_ = false;
   std::vector<Value> inputs_;
   std::vector<c10::IValue> params_;

@@ -14,4 +14,19 @@ namespace lazyfuse::detail {
 std::vector<RegionWrite> findRegionWrites(const Graph& graph, std::vector<int32_t>& region_of,
                                           std::vector<bool>& absorbed);
 
+/// Appends to `written` the nodes `write` computes (its scatters and its index_copy or copy),
+/// and to `views` the views of its base that its chain names, some more than once.
+void regionWriteNodes(const Graph& graph, const RegionWrite& write, std::vector<uint32_t>& written,
+                      std::vector<uint32_t>& views);
+
 }  // namespace lazyfuse::detail
+
+namespace lazyfuse {
+
+/// Applies the select, slice or narrow view at `position` to a view of a buffer (`sizes`,
+/// `strides`, `offset` in its elements), as ATen places it; with `dim_stride`, the stride of the
+/// dimension it starts in. False for any other node.
+bool applyStartView(const Graph& graph, uint32_t position, std::vector<int64_t>& sizes,
+                    std::vector<int64_t>& strides, int64_t& offset, int64_t* dim_stride);
+
+}  // namespace lazyfuse

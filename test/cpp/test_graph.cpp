@@ -51,6 +51,21 @@ std::shared_ptr<const AtenCallAttrs> sumAttrs(int64_t dim, const TensorMeta& out
   return attrs;
 }
 
+// select_copy.int(self, dim, index): `index` is a position (Note [Positions as plan arguments]).
+std::shared_ptr<const AtenCallAttrs> selectAttrs(int64_t dim, int64_t index,
+                                                 const TensorMeta& out) {
+  auto attrs = std::make_shared<AtenCallAttrs>(opNamed("aten::select_copy", "int"));
+  attrs->name = "aten::select_copy.int";
+  attrs->args.resize(3);
+  attrs->args[0].kind = ArgKind::kTensor;
+  attrs->args[1].constant = c10::IValue(dim);
+  attrs->args[2].constant = c10::IValue(index);
+  attrs->returns.push_back(ReturnSlot{});
+  attrs->outputs.push_back(out);
+  attrs->finalize();
+  return attrs;
+}
+
 Value deviceData(const at::Tensor& t) { return Value{Node::deviceData(t), 0}; }
 
 Value add(const Value& a, const Value& b, double alpha = 1.0) {
@@ -93,6 +108,29 @@ TEST(GraphTest, AttributesChangeTheHash) {
   Graph g0 = Graph::fromRoots({Value{Node::aten(sumAttrs(0, m0), {x}, {}), 0}});
   Graph g1 = Graph::fromRoots({Value{Node::aten(sumAttrs(1, m1), {x}, {}), 0}});
   EXPECT_NE(g0.hash(), g1.hash());
+}
+
+TEST(GraphTest, PositionsChangeTheHashButNotThePositionBlindHash) {
+  at::Tensor buffer = at::randn({4, 5});
+  auto select = [&](int64_t dim, int64_t index, const TensorMeta& out) {
+    Value x = deviceData(buffer);
+    return Graph::fromRoots({Value{Node::aten(selectAttrs(dim, index, out), {x}, {}), 0}});
+  };
+  const TensorMeta row{at::kFloat, {5}, {1}}, column{at::kFloat, {4}, {1}};
+  Graph g1 = select(0, 1, row), g3 = select(0, 3, row), last = select(0, -1, row);
+  EXPECT_NE(g1.hash(), g3.hash());
+  EXPECT_EQ(g1.positionBlindHash(), g3.positionBlindHash());
+  EXPECT_EQ(g1.positionBlindHash(), last.positionBlindHash());
+  EXPECT_EQ(g3.positionValues(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(last.positionValues(std::vector<uint32_t>{1}), (std::vector<int64_t>{-1}));
+  // The dimension is no position, and neither are sizes.
+  EXPECT_NE(g1.positionBlindHash(), select(1, 1, column).positionBlindHash());
+  EXPECT_NE(g1.positionBlindHash(),
+            select(0, 1, TensorMeta{at::kFloat, {5}, {2}}).positionBlindHash());
+  // Graphs without positions: the blind hash tells them apart as the hash does.
+  EXPECT_NE(diamond({2, 3}, at::kFloat).positionBlindHash(),
+            diamond({3, 2}, at::kFloat).positionBlindHash());
+  EXPECT_TRUE(diamond({2, 3}, at::kFloat).positionValues().empty());
 }
 
 TEST(GraphTest, AliasingPatternChangesTheHash) {

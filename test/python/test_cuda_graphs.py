@@ -333,3 +333,29 @@ def test_a_replay_that_fails_after_writing_into_the_cache_never_gives_wrong_valu
         except RuntimeError:
             return
         torch.testing.assert_close(got, want)
+
+
+def test_a_plan_captured_at_one_position_never_replays_at_another():
+    # One plan serves every position t of `cache[:, t] = row` (Note [Positions as plan
+    # arguments]), but a CUDA graph bakes the offset it captured: replay state is kept per
+    # position, so t = 3 never replays what t = 2 captured.
+    g = torch.Generator().manual_seed(5)
+    positions = [2, 2, 2, 2, 2, 3, 2, 5, 3, 3, 3, 3, 2]
+    rows = [torch.randn(3, 4, generator=g) for _ in positions]
+
+    def run(device, sync):
+        cache = torch.zeros(3, 6, 4, device=device)
+        sums = []
+        for t, row in zip(positions, rows):
+            cache[:, t] = row.to(device).exp()
+            sums.append(cache.sum(1) * 1.5)
+            sync()
+        return [to_cpu(s) for s in sums], to_cpu(cache)
+
+    expected = run(REFERENCE, lambda: None)
+    lazyfuse.reset_metrics()
+    got = run(torch.device("lazy"), lazyfuse.mark_step)
+    torch.testing.assert_close(got, expected)
+    assert counter("UncachedCompile") == 2  # the first step also makes the zeros of the cache
+    assert counter("CudaGraphReplays") >= 2
+    assert counter("CudaGraphMismatches") == 0
