@@ -10,6 +10,7 @@
 #include "backend/storage_addresses.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/config.h"
+#include "lazy_ir/metrics.h"
 
 #include <ATen/core/List.h>
 #include <ATen/ops/empty.h>
@@ -395,6 +396,17 @@ void reportGeometries(const ViewGeometries& geometries, torch::jit::Stack& stack
 
 }  // namespace
 
+namespace {
+
+/// GeometryOnMeta: view and result geometries inferred by running the op on Meta (those no C++
+/// rule computes), once per cache key.
+Counter& geometryOnMeta() {
+  static Counter& counter = counterNamed("GeometryOnMeta");
+  return counter;
+}
+
+}  // namespace
+
 void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
                        const torch::jit::Stack& args, torch::jit::Stack& stack,
                        size_t num_results) {
@@ -405,6 +417,7 @@ void reportViewResults(const c10::OperatorHandle& view_op, HashValue key,
   auto geometries = cachedGeometry(key, [&] {
     std::optional<ViewGeometries> computed = computeViewGeometry(view_op, args, *self);
     if (computed && !config::verifyMeta()) return *std::move(computed);
+    if (!computed) geometryOnMeta().add();
     ViewGeometries inferred = inferViewGeometry(view_op, args, *self);
     LF_INTERNAL_ASSERT(!computed || sameGeometries(*computed, inferred), view_op.schema().name(),
                        ": the view geometry computed differs from Meta's");
@@ -427,17 +440,24 @@ void reportResultGeometry(const c10::OperatorHandle& op, const OpTraits& traits,
   // another geometry than its trace strides, or the op is a convolution (Note [Convolution
   // layout]).
   if (!other && traits.meta_layout != MetaLayout::kConvolution) return;
+  // Where an input starts matters only to a result that may alias it: a loop over x[t] finds
+  // its results' geometry cached at every t (Note [Positions as plan arguments]).
+  const bool aliases =
+      std::any_of(op.schema().returns().begin(), op.schema().returns().end(),
+                  [](const c10::Argument& r) { return r.alias_info() != nullptr; });
   for (const c10::IValue& v : args) {
     forEachTensor(v, [&](const at::Tensor& t) {
       auto* impl = dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
-      if (impl != nullptr)
-        key = hashCombine(hashInts(key, impl->strides()), impl->storage_offset());
+      if (impl == nullptr) return;
+      key = hashInts(key, impl->strides());
+      if (aliases) key = hashCombine(key, impl->storage_offset());
     });
   }
   key = hashCombine(key, 0x7e5a17ULL);  // apart from the view geometries' keys
   auto geometries = cachedGeometry(key, [&] {
     std::optional<ViewGeometries> computed = computeResultGeometry(op);
     if (computed && !config::verifyMeta()) return *std::move(computed);
+    if (!computed) geometryOnMeta().add();
     ViewGeometries inferred = inferResultGeometry(op, traits, args);
     LF_INTERNAL_ASSERT(!computed || sameGeometries(*computed, inferred), op.schema().name(),
                        ": the result geometry computed differs from Meta's");

@@ -16,6 +16,12 @@ import lazyfuse
 from helpers import LAZY
 
 
+def meta_runs():
+    """Ops run on Meta: for their outputs, or for the geometry of their results."""
+    m = lazyfuse.metrics()
+    return m["MetaCacheMiss"] + m.get("GeometryOnMeta", 0)
+
+
 def plans_lowered():
     return lazyfuse.metrics()["UncachedCompile"]
 
@@ -149,6 +155,27 @@ def test_errors_at_a_position_out_of_range_are_eagers():
     with pytest.raises(IndexError, match=str(eager_error.value)):
         cache[:, 4] = 1.0
     torch.testing.assert_close(cache.cpu(), torch.tensor([[1.0, 1.0, 0.0, 0.0]] * 3))
+
+
+def test_ops_on_a_view_at_a_new_position_run_no_meta_kernel():
+    # A result's geometry does not depend on where its inputs start (it aliases none of them),
+    # so a loop over x[t] records its ops at a new t from caches: no meta kernel (a Python
+    # decomposition for addmm) per position.
+    torch.manual_seed(4)
+    linear = torch.nn.Linear(16, 24)
+    xs = torch.randn(12, 3, 16)
+    lazy_linear = torch.nn.Linear(16, 24).to(LAZY)
+    lazy_linear.load_state_dict(linear.state_dict())
+    lazy_xs = xs.to(LAZY)
+    lazyfuse.mark_step()
+    misses = []
+    with torch.no_grad():
+        for t in range(12):
+            before = meta_runs()
+            got = (lazy_linear(lazy_xs[t]).t() @ lazy_xs[t]).softmax(-1)
+            misses.append(meta_runs() - before)
+            torch.testing.assert_close(got.cpu(), (linear(xs[t]).t() @ xs[t]).softmax(-1))
+    assert misses[2:] == [0] * 10, misses
 
 
 @pytest.mark.parametrize("fusion", ["auto", "always"])
