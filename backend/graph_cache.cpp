@@ -9,6 +9,7 @@
 
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,11 +37,9 @@ namespace {
 constexpr int64_t kNodeRunsBeforeFusing = 2000;
 constexpr int64_t kMinRunsBeforeFusing = 3;
 
-/// One plan of a blind hash, with the values of the positions it bakes in (Note [Positions as
-/// plan arguments]).
+/// One plan of a blind hash (Note [Positions as plan arguments]).
 struct CachedPlan {
   std::shared_ptr<const CompiledPlan> plan;
-  std::vector<int64_t> guard_values;  // of plan's position_guards in the graph it came from
   int64_t runs = 0;
   /// May be compiled fused when it recurs (Note [Fusing recurring small graphs]); false once a
   /// fused plan baked positions this one serves, and is cached beside it.
@@ -48,9 +47,6 @@ struct CachedPlan {
   /// Replay state per value of every position of the graph: a CUDA graph bakes them all.
   std::map<std::vector<int64_t>, std::shared_ptr<PlanReplay>> replays;
 
-  bool serves(const Graph& graph) const {
-    return graph.positionValues(plan->plan.position_guards) == guard_values;
-  }
   std::shared_ptr<PlanReplay>& replayFor(const Graph& graph) {
     std::shared_ptr<PlanReplay>& replay = replays[graph.positionValues()];
     if (!replay) replay = std::make_shared<PlanReplay>();
@@ -58,10 +54,39 @@ struct CachedPlan {
   }
 };
 
+/// The plans of a blind hash that bake in the positions of the same nodes, by their values there.
+struct GuardGroup {
+  std::vector<uint32_t> positions;  // ExecutionPlan::position_guards
+  std::map<std::vector<int64_t>, std::shared_ptr<CachedPlan>> plans;
+  std::vector<int64_t> last;  // the values of the plan added last, for the recompile log
+};
+
 struct GraphCache {
   std::mutex mutex;
-  /// Per blind hash, its plans, the most recently made first.
-  std::unordered_map<HashValue, std::vector<std::shared_ptr<CachedPlan>>> plans;
+  /// Per blind hash, its guard groups, the most recently made first.
+  std::unordered_map<HashValue, std::vector<GuardGroup>> plans;
+
+  /// The cached plan that serves `graph`, or null.
+  std::shared_ptr<CachedPlan> find(const Graph& graph) {
+    auto it = plans.find(graph.positionBlindHash());
+    if (it == plans.end()) return nullptr;
+    for (GuardGroup& group : it->second) {
+      auto found = group.plans.find(graph.positionValues(group.positions));
+      if (found != group.plans.end()) return found->second;
+    }
+    return nullptr;
+  }
+
+  /// Caches `plan` for `graph` (a plan already there that serves it stays) and returns it.
+  std::shared_ptr<CachedPlan> add(const Graph& graph, std::shared_ptr<CachedPlan> plan) {
+    std::vector<GuardGroup>& groups = plans[graph.positionBlindHash()];
+    const std::vector<uint32_t>& positions = plan->plan->plan.position_guards;
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const GuardGroup& g) { return g.positions == positions; });
+    if (group == groups.end()) group = groups.insert(groups.begin(), GuardGroup{positions, {}, {}});
+    group->last = graph.positionValues(positions);
+    return group->plans.emplace(group->last, std::move(plan)).first->second;
+  }
 };
 
 GraphCache& graphCache() {
@@ -88,22 +113,16 @@ ScopedFuseNewGraphs::~ScopedFuseNewGraphs() { fuse_new_graphs = previous_; }
 
 PlanEntry planFor(const Graph& graph) {
   GraphCache& cache = graphCache();
-  std::vector<int64_t> missed_guards;  // a cached plan's baked positions this graph differs in
-  std::vector<uint32_t> missed_at;
+  std::vector<uint32_t> missed_at;  // positions a cached plan of this blind hash bakes in
+  std::vector<int64_t> missed_values;
   {
     std::unique_lock<std::mutex> lock(cache.mutex);
-    auto it = cache.plans.find(graph.positionBlindHash());
-    std::shared_ptr<CachedPlan> found;
-    if (it != cache.plans.end()) {
-      for (const std::shared_ptr<CachedPlan>& candidate : it->second) {
-        if (candidate->serves(graph)) {
-          found = candidate;
-          break;
-        }
-      }
-      if (!found && !it->second.empty()) {
-        missed_at = it->second.front()->plan->plan.position_guards;
-        missed_guards = it->second.front()->guard_values;
+    std::shared_ptr<CachedPlan> found = cache.find(graph);
+    if (!found) {
+      auto it = cache.plans.find(graph.positionBlindHash());
+      if (it != cache.plans.end() && !it->second.empty()) {
+        missed_at = it->second.front().positions;
+        missed_values = it->second.front().last;
       }
     }
     if (found) {
@@ -130,12 +149,10 @@ PlanEntry planFor(const Graph& graph) {
       // the unfused plan the others, unfused from now on.
       auto added = std::make_shared<CachedPlan>();
       added->plan = fused;
-      added->guard_values = graph.positionValues(fused->plan.position_guards);
       added->runs = entry.runs;
       added->may_fuse = false;
-      std::vector<std::shared_ptr<CachedPlan>>& plans = cache.plans[graph.positionBlindHash()];
-      plans.insert(plans.begin(), added);
-      return {fused, added->replayFor(graph)};
+      std::shared_ptr<CachedPlan> cached = cache.add(graph, std::move(added));
+      return {cached->plan, cached->replayFor(graph)};
     }
   }
   // Before compiling: a lowering that fails names this graph, and the dump shows it.
@@ -151,7 +168,7 @@ PlanEntry planFor(const Graph& graph) {
     logMessage(LogLevel::kWarn,
                detail::concat("new plan for graph 0x", std::hex, graph.hash(), std::dec,
                               ": its cached plan bakes the positions of ", nodes, " (",
-                              c10::IntArrayRef(missed_guards), "), here ", c10::IntArrayRef(now)));
+                              c10::IntArrayRef(missed_values), "), here ", c10::IntArrayRef(now)));
   }
   std::shared_ptr<const CompiledPlan> plan = timedCompile(graph, fuse_new_graphs);
   metrics::uncached_compile.add();
@@ -161,12 +178,10 @@ PlanEntry planFor(const Graph& graph) {
                " kernels");
   auto added = std::make_shared<CachedPlan>();
   added->plan = plan;
-  added->guard_values = graph.positionValues(plan->plan.position_guards);
   added->runs = 1;
   std::lock_guard<std::mutex> lock(cache.mutex);
-  cache.plans[graph.positionBlindHash()].insert(cache.plans[graph.positionBlindHash()].begin(),
-                                                added);
-  return {plan, added->replayFor(graph)};
+  std::shared_ptr<CachedPlan> cached = cache.add(graph, std::move(added));
+  return {cached->plan, cached->replayFor(graph)};
 }
 
 }  // namespace detail
@@ -174,7 +189,9 @@ PlanEntry planFor(const Graph& graph) {
 size_t graphCacheSize() {
   std::lock_guard<std::mutex> lock(graphCache().mutex);
   size_t plans = 0;
-  for (const auto& [hash, cached] : graphCache().plans) plans += cached.size();
+  for (const auto& [hash, groups] : graphCache().plans) {
+    for (const GuardGroup& group : groups) plans += group.plans.size();
+  }
   return plans;
 }
 
