@@ -186,7 +186,8 @@ void CallRecorder::scanArg(size_t i) {
   if (v.isInt() && !traits_.position_args.empty() &&
       std::find(traits_.position_args.begin(), traits_.position_args.end(), i) !=
           traits_.position_args.end()) {
-    key_ = hashCombine(key_, hashString("position"));
+    static const HashValue kPosition = hashString("position");
+    key_ = hashCombine(key_, kPosition);
     positions_.push_back(v.toInt());
     return;
   }

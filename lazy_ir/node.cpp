@@ -57,6 +57,7 @@ std::vector<uint32_t> positionArgsOf(const std::string& name) {
 }
 
 void AtenCallAttrs::finalize() {
+  static const HashValue kPosition = hashString("position");
   position_args = positionArgsOf(name);
   HashValue h = hashString(name), blind = h;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -74,8 +75,7 @@ void AtenCallAttrs::finalize() {
         slot.constant.isInt() &&
         std::find(position_args.begin(), position_args.end(), i) != position_args.end();
     // A position's value is left out, not whether it is an int or None.
-    blind =
-        position ? hashCombine(blind, hashString("position")) : hashIValue(blind, slot.constant);
+    blind = position ? hashCombine(blind, kPosition) : hashIValue(blind, slot.constant);
   }
   for (const ReturnSlot& ret : returns) {
     h = hashCombine(h, static_cast<HashValue>(ret.kind));

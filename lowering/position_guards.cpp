@@ -9,9 +9,9 @@ namespace lazyfuse {
 namespace {
 
 /// Fills `view.shifts` when the views at a position between its source and value start in
-/// dimensions whose strides over the source are known (each such view's input is the source
-/// or a select, slice or narrow view of it), and appends the nodes between them to `between`.
-/// False when a view at a position cannot shift it.
+/// dimensions whose strides over the source are known (only select, slice and narrow views come
+/// before the last of them), and appends the nodes between them to `between`. False when a view
+/// at a position cannot shift it.
 bool shiftView(const Graph& graph, StridedView& view, std::vector<uint32_t>& between) {
   std::vector<uint32_t> chain;  // value, then its input, ..., up to the source
   for (NodeRef ref = view.value;
@@ -21,22 +21,22 @@ bool shiftView(const Graph& graph, StridedView& view, std::vector<uint32_t>& bet
     chain.push_back(ref.position);
     ref = graph.inputsOf(ref.position)[0];
   }
+  // From the source on, the layout over the source's buffer, while the views keep it known.
+  const TensorMeta& meta = graph.nodes()[view.source.position]->outputMeta(view.source.index);
+  std::vector<int64_t> sizes = meta.sizes, strides = meta.strides;
+  int64_t offset = 0;
+  bool known = true;
   std::vector<PositionShift> shifts;
-  for (size_t i = 0; i < chain.size(); ++i) {
-    if (graph.nodes()[chain[i]]->positionValues().empty()) continue;
-    // Its input's layout over the source: the views from the source up to it.
-    const TensorMeta& meta = graph.nodes()[view.source.position]->outputMeta(view.source.index);
-    std::vector<int64_t> sizes = meta.sizes, strides = meta.strides;
-    int64_t offset = 0, stride = 0;
-    for (size_t j = chain.size(); j-- > i + 1;) {
-      if (!applyStartView(graph, chain[j], sizes, strides, offset, nullptr)) return false;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const bool positioned = !graph.nodes()[*it]->positionValues().empty();
+    if (positioned && !known) return false;
+    if (!known) continue;
+    const std::optional<StartDim> dim = applyStartView(graph, *it, sizes, strides, offset);
+    if (positioned && !dim) return false;
+    known = dim.has_value();
+    if (positioned) {
+      shifts.push_back({*it, dim->size, dim->stride, viewStart(graph, *it, dim->size)});
     }
-    const std::vector<int64_t> before = sizes;
-    if (!applyStartView(graph, chain[i], sizes, strides, offset, &stride)) return false;
-    int64_t dim = graph.nodes()[chain[i]]->aten().args.at(1).constant.toInt();
-    if (dim < 0) dim += static_cast<int64_t>(before.size());
-    const int64_t size = before.at(dim);
-    shifts.push_back({chain[i], size, stride, viewStart(graph, chain[i], size)});
   }
   view.shifts = std::move(shifts);
   between.insert(between.end(), chain.begin() + 1, chain.end());

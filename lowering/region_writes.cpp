@@ -288,29 +288,30 @@ int64_t viewStart(const Graph& graph, uint32_t position, int64_t size) {
              : start;
 }
 
-bool applyStartView(const Graph& graph, uint32_t position, std::vector<int64_t>& sizes,
-                    std::vector<int64_t>& strides, int64_t& offset, int64_t* dim_stride) {
+std::optional<StartDim> applyStartView(const Graph& graph, uint32_t position,
+                                       std::vector<int64_t>& sizes, std::vector<int64_t>& strides,
+                                       int64_t& offset) {
   const Node& node = *graph.nodes()[position];
   const detail::ViewKind kind = detail::viewKind(node, true);
   const bool narrow = node.kind() == OpKind::kAten && node.aten().name == "aten::narrow_copy";
-  if (kind == detail::ViewKind::kNone && !narrow) return false;
+  if (kind == detail::ViewKind::kNone && !narrow) return std::nullopt;
   const std::vector<ArgSlot>& args = node.aten().args;
   const int64_t rank = static_cast<int64_t>(sizes.size());
   int64_t dim = args.at(1).constant.toInt();
   if (dim < 0) dim += rank;
-  if (dim < 0 || dim >= rank) return false;
+  if (dim < 0 || dim >= rank) return std::nullopt;
+  const StartDim before{sizes[dim], strides[dim]};
   const int64_t size = sizes[dim];
   const int64_t start = viewStart(graph, position, size);
-  if (dim_stride != nullptr) *dim_stride = strides[dim];
   offset += start * strides[dim];
   if (kind == detail::ViewKind::kSelect) {
     sizes.erase(sizes.begin() + dim);
     strides.erase(strides.begin() + dim);
-    return true;
+    return before;
   }
   if (narrow) {
     sizes[dim] = args.at(3).constant.toInt();
-    return true;
+    return before;
   }
   const c10::IValue& last = args.at(3).constant;
   const int64_t step = args.at(4).constant.toInt();
@@ -319,7 +320,7 @@ bool applyStartView(const Graph& graph, uint32_t position, std::vector<int64_t>&
   end = std::clamp<int64_t>(end, start, size);
   sizes[dim] = (end - start + step - 1) / step;
   strides[dim] *= step;
-  return true;
+  return before;
 }
 
 int64_t regionOffset(const Graph& graph, const RegionWrite& write) {
@@ -335,7 +336,7 @@ int64_t regionOffset(const Graph& graph, const RegionWrite& write) {
   // As at::select and at::slice place a view, which lowering asked of a meta tensor
   // (Finder::writeInto): the graph's sizes are those it checked there.
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    const bool view = applyStartView(graph, *it, sizes, strides, offset, nullptr);
+    const bool view = applyStartView(graph, *it, sizes, strides, offset).has_value();
     LF_INTERNAL_ASSERT(view, "a region write's chain holds ", graph.nodes()[*it]->opName());
   }
   return offset;

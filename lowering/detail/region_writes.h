@@ -3,6 +3,7 @@
 #include "lowering/execution_plan.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace lazyfuse::detail {
@@ -23,10 +24,17 @@ void regionWriteNodes(const Graph& graph, const RegionWrite& write, std::vector<
 
 namespace lazyfuse {
 
+/// The size and stride of the dimension a select, slice or narrow view starts in.
+struct StartDim {
+  int64_t size = 0;
+  int64_t stride = 0;
+};
+
 /// Applies the select, slice or narrow view at `position` to a view of a buffer (`sizes`,
-/// `strides`, `offset` in its elements), as ATen places it; with `dim_stride`, the stride of the
-/// dimension it starts in. False for any other node.
-bool applyStartView(const Graph& graph, uint32_t position, std::vector<int64_t>& sizes,
-                    std::vector<int64_t>& strides, int64_t& offset, int64_t* dim_stride);
+/// `strides`, `offset` in its elements), as ATen places it, and returns the dimension it starts
+/// in as it was before; nullopt for any other node.
+std::optional<StartDim> applyStartView(const Graph& graph, uint32_t position,
+                                       std::vector<int64_t>& sizes, std::vector<int64_t>& strides,
+                                       int64_t& offset);
 
 }  // namespace lazyfuse

@@ -5,8 +5,6 @@ chain of ops is its own (Python scalars are kernel parameters and do not make a 
 a test does not assume that its first size compiles."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -263,7 +261,7 @@ def test_data_dependent_sizes_reuse_kernels():
     assert counts[2:] == [0] * 4, counts
 
 
-def test_recompile_log_names_the_changed_constants(tmp_path):
+def test_recompile_log_names_the_changed_constants(tmp_path, python_subprocess):
     program = (
         "import torch, lazyfuse\n"
         "for n in (100, 140, 180):\n"
@@ -271,10 +269,10 @@ def test_recompile_log_names_the_changed_constants(tmp_path):
         "    lazyfuse.sync((x * 2.0625).softmax(-1))\n"
         "m = lazyfuse.metrics()\n"
         "print(m['KernelsGeneralized'], m['DynamicKernelHits'])\n")
-    env = dict(os.environ, LAZYFUSE_FUSION="always", LAZYFUSE_LOG_RECOMPILES="1",
-               LAZYFUSE_CACHE_DIR=str(tmp_path / "cache"))
-    proc = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
-                          text=True, check=True)
+    proc = python_subprocess(program, env={
+        "LAZYFUSE_FUSION": "always", "LAZYFUSE_LOG_RECOMPILES": "1",
+        "LAZYFUSE_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
     generalized, hits = (int(v) for v in proc.stdout.split())
     assert generalized > 0 and hits > 0, proc.stdout
     assert "recompile in graph 0x" in proc.stderr, proc.stderr

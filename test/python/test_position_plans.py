@@ -5,9 +5,6 @@ position it does not bake in: counted by UncachedCompile (plans lowered) and Gra
 not by times."""
 
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -130,16 +127,16 @@ def test_a_write_and_a_fused_read_at_one_position(monkeypatch):
         torch.testing.assert_close(lazy_cache.cpu(), cache)
 
 
-def test_the_recompile_log_names_baked_positions(tmp_path):
+def test_the_recompile_log_names_baked_positions(tmp_path, python_subprocess):
     program = (
         "import torch, lazyfuse\n"
         "x = torch.randn(6, 7).to('lazy')\n"
         "for t in (2, 3):\n"
         "    lazyfuse.sync((x[:, t] * 2.5).exp())\n")
-    env = dict(os.environ, LAZYFUSE_FUSION="always", LAZYFUSE_LOG_RECOMPILES="1",
-               LAZYFUSE_CACHE_DIR=str(tmp_path / "cache"))
-    proc = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
-                          text=True, check=True)
+    proc = python_subprocess(program, env={
+        "LAZYFUSE_FUSION": "always", "LAZYFUSE_LOG_RECOMPILES": "1",
+        "LAZYFUSE_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
     assert "its cached plan bakes the positions of" in proc.stderr, proc.stderr
     assert "aten::select_copy.int ([2]), here [3]" in proc.stderr, proc.stderr
 
