@@ -212,10 +212,13 @@ void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& 
 //   targets are broken (each alone computed again when nothing was donated, Note [Failed
 //   syncs]) and the error is raised there.
 // - The worker runs a plan's fused kernels on one thread (the main thread records beside it).
-//   A plan whose runs the program waited for, more than half of each run, four times in a row
-//   (a large model's step, an optimizer over large tensors, a loop reading each loss at once)
-//   runs synchronously on all threads for its next 200 runs (on the main thread, from the graph
-//   and plan mark_step() made), then is tried on the worker again.
+//   Each plan is judged where it costs the program less (judgeRun): after its first runs, its
+//   waits on the worker are timed against its runs on the main thread, on all threads. A step
+//   the program records the next one beside (a decoding loop) stays on the worker; one it waits
+//   for at once (a loss read right after mark_step()), or whose run is long next to the recording
+//   (a large model's step, an optimizer over large tensors) and faster on all threads, runs on
+//   the main thread, from the graph and plan mark_step() made. A plan is judged again after 200
+//   runs.
 // - The worker never takes the GIL, and Ctrl-C does not stop its run (Note [Interrupting a
 //   sync] covers the main thread's syncs): a wait for it is not interruptible. Plans replayed as
 //   CUDA graphs, and any other hardware device, run synchronously. Counted by AsyncSteps. Pinned by
@@ -226,36 +229,82 @@ void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& 
 //   own at its first asynchronous step (before, the child's step waited forever).
 namespace {
 
+/// A plan's first runs on the worker are not timed: they are slower (fresh buffers, the first
+/// calls of its kernels, and of the BLAS on a new thread).
+constexpr int kUntimedRuns = 2;
+/// Runs timed in each place before the judgement, whose medians are compared.
+constexpr int kTimedRuns = 3;
+/// A judged plan runs this many times where it was judged to run, then is judged again (what the
+/// program does beside it, or the load of the machine, may have changed).
+constexpr int kJudgedRuns = 200;
+
 struct InFlight {
   std::mutex mutex;  // held while a step's results are taken
   std::shared_ptr<AsyncStep> step;
-  // Per plan (a graph that runs node by node until it recurs, then fused, has two): its runs on
-  // the worker, the number of its last runs in a row the program waited for, and whether it runs
-  // synchronously from now on (see finishAsyncStep). The entry holds the plan, so that its
+  // Per plan (a graph that runs node by node until it recurs, then fused, has two): where it
+  // runs, judged by timing both places (see judgeRun). The entry holds the plan, so that its
   // address names no other.
   struct Judgement {
+    enum class Mode {
+      kWarmingUp,     // first runs on the worker, not timed
+      kTimingWorker,  // runs on the worker, each wait timed
+      kTimingMain,    // runs on the main thread, each run timed
+      kWorker,        // judged: on the worker
+      kMain,          // judged: on the main thread
+    };
     std::shared_ptr<const CompiledPlan> plan;
-    int runs = 0;
-    int waited = 0;
-    int synchronous_runs_left = 0;  // > 0: runs synchronously
+    Mode mode = Mode::kWarmingUp;
+    int runs_left = kUntimedRuns;           // in this mode
+    std::vector<int64_t> waits, main_runs;  // timed in this judgement
+    bool onMainThread() const { return mode == Mode::kTimingMain || mode == Mode::kMain; }
   };
   std::unordered_map<const CompiledPlan*, Judgement> judgements;
 };
 
-/// A graph's first runs on the worker are not judged: they are slower (fresh buffers, the first
-/// calls of its kernels and of the BLAS on a new thread).
-constexpr int kUnjudgedRuns = 4;
-/// After this many runs of a plan in a row that the program waited for, it runs synchronously
-/// for kSynchronousRuns runs, then is tried on the worker again (what the program does beside it,
-/// or the load of the machine, may have changed).
-constexpr int kWaitedRunsToSync = 4;
-constexpr int kSynchronousRuns = 200;
 /// Plans judged before those the graph cache no longer holds are forgotten.
 constexpr size_t kMaxJudgements = 1024;
 
 InFlight& inFlight() {
   static InFlight* in_flight = new InFlight();
   return *in_flight;
+}
+
+int64_t median(std::vector<int64_t> times) {
+  LF_INTERNAL_ASSERT(!times.empty(), "the median of no times");
+  auto middle = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
+  std::nth_element(times.begin(), middle, times.end());
+  return *middle;
+}
+
+/// Counts a finished run of a plan in its judgement (Note [Asynchronous steps]) and moves it on:
+/// `run_ns` is the run's own time, `wait_ns` how long the program waited for it on the worker
+/// (nullopt: it ran on the main thread, and the program waited for all of it). A plan runs first
+/// on the worker, then on the main thread, on all threads: kTimedRuns timed runs in each place
+/// (after a few untimed ones on the worker); the place whose median cost the program less keeps
+/// the plan for kJudgedRuns runs, then both are timed again.
+void judgeRun(InFlight::Judgement& judgement, int64_t run_ns, std::optional<int64_t> wait_ns) {
+  using Mode = InFlight::Judgement::Mode;
+  if (judgement.onMainThread() == wait_ns.has_value()) return;  // run where it was not judged to
+  if (judgement.mode == Mode::kTimingWorker) judgement.waits.push_back(*wait_ns);
+  if (judgement.mode == Mode::kTimingMain) judgement.main_runs.push_back(run_ns);
+  if (--judgement.runs_left > 0) return;
+  auto next = [&](Mode mode, int runs) {
+    judgement.mode = mode;
+    judgement.runs_left = runs;
+  };
+  switch (judgement.mode) {
+    case Mode::kWarmingUp:
+    case Mode::kWorker:
+    case Mode::kMain:
+      judgement.waits.clear();
+      judgement.main_runs.clear();
+      return next(Mode::kTimingWorker, kTimedRuns);
+    case Mode::kTimingWorker: return next(Mode::kTimingMain, kTimedRuns);
+    case Mode::kTimingMain:
+      return next(
+          median(judgement.main_runs) < median(judgement.waits) ? Mode::kMain : Mode::kWorker,
+          kJudgedRuns);
+  }
 }
 
 /// Before a fork: the step in flight finishes first, so that the child's copy of its buffers is
@@ -307,27 +356,15 @@ void finishAsyncStep(AsyncStep& step, std::optional<int64_t> wait_ns) {
     std::rethrow_exception(step.error);
   }
   if (wait_ns) metrics::async_steps.add();
-  // The program waited for more than half of the run: on all threads (at most twice as fast)
-  // the run would have cost it less than the wait. A large model's step, an optimizer over large
-  // tensors, a loop that reads each step's loss at once: synchronous after a few such runs in a
-  // row (a loop's last step, which its end waits for, is one).
   auto& judgements = inFlight().judgements;
-  if (wait_ns && judgements.size() >= kMaxJudgements) {  // forget plans nothing else holds any more
+  if (judgements.size() >= kMaxJudgements) {  // forget plans nothing else holds any more
     for (auto it = judgements.begin(); it != judgements.end();) {
       it = it->second.plan.use_count() == 1 ? judgements.erase(it) : std::next(it);
     }
   }
-  if (wait_ns) {  // a run on the main thread is not judged
-    InFlight::Judgement& judgement = judgements[step.plan.get()];
-    judgement.plan = step.plan;
-    if (++judgement.runs > kUnjudgedRuns) {
-      judgement.waited = 2 * *wait_ns <= step.run_ns ? 0 : judgement.waited + 1;
-      if (judgement.waited >= kWaitedRunsToSync) {
-        judgement.waited = 0;
-        judgement.synchronous_runs_left = kSynchronousRuns;
-      }
-    }
-  }
+  InFlight::Judgement& judgement = judgements[step.plan.get()];
+  judgement.plan = step.plan;
+  judgeRun(judgement, step.run_ns, wait_ns);
   keepComputedValues(*step.plan, *step.graph, step.keep, step.kept_slots, step.outputs);
   // A target takes its node's computed value: one device data node stands for the buffer, as
   // for a kept value, so later steps may donate it (Note [Donated buffers]).
@@ -400,15 +437,15 @@ bool submitAsyncStep(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
     std::lock_guard<std::mutex> lock(in_flight.mutex);
     if (in_flight.step) return false;  // another thread's mark_step() got here first
     auto judged = in_flight.judgements.find(step->plan.get());
-    if (judged == in_flight.judgements.end() || judged->second.synchronous_runs_left <= 0) {
+    if (judged == in_flight.judgements.end() || !judged->second.onMainThread()) {
       registerForkHandlers();
       StepWorker::instance().submit(step);  // published only once the worker has it
       in_flight.step = std::move(step);
       return true;
     }
-    --judged->second.synchronous_runs_left;
   }
-  // Judged synchronous: run it here, on all threads, from the graph and plan made above.
+  // Judged to run here: on all threads, from the graph and plan made above.
+  const auto start = std::chrono::steady_clock::now();
   try {
     InterruptibleSync interruptible;
     ScopedTimer timer(metrics::execute_time);
@@ -422,6 +459,9 @@ bool submitAsyncStep(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
   } catch (const std::exception&) {
     step->error = std::current_exception();
   }
+  step->run_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
   std::lock_guard<std::mutex> lock(in_flight.mutex);
   finishAsyncStep(*step, std::nullopt);
   return true;

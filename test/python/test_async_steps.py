@@ -2,6 +2,8 @@
 next one, and every result matches eager CPU. See Note [Asynchronous steps]."""
 
 import copy
+import statistics
+import time
 
 import pytest
 import torch
@@ -118,23 +120,63 @@ def test_a_loop_that_never_syncs_is_cut_on_the_worker():
 
 
 def test_a_step_the_program_always_waits_for_runs_synchronously():
-    # Reading the loss right after each mark_step() waits for the whole run: after its first
-    # runs, the plan runs synchronously (on all threads) instead of on the worker.
-    torch.manual_seed(0)
-    lin = nn.Linear(256, 256).to("lazy")  # a run long next to the Python between the two calls
-    opt = torch.optim.SGD(lin.parameters(), lr=0.01)
-    x = torch.randn(1024, 256).to("lazy")
+    # Waiting right after each mark_step() (a loss read at once) waits for the whole run: a run
+    # on the main thread, on all threads, costs the program less, and after its first runs (on
+    # the worker, then timed on the main thread) the plan runs there.
+    def step(x):  # compute-bound, in the cache: faster on two threads than on one
+        for _ in range(4):
+            x = (x * 0.5).sin().exp().cos().tanh()
+        return x
+
+    x = torch.randn(256, 1024)
+    xl = x.to("lazy")
     counts = []
-    for _ in range(30):  # sticky once switched: a run another process slowed cannot undo it
-        opt.zero_grad()
-        loss = lin(x).square().mean()
-        loss.backward()
-        opt.step()
+    for _ in range(16):  # judged after 8 runs, then kept for 200
+        xl = step(xl)
         lazyfuse.mark_step()
-        loss.item()
+        lazyfuse.wait()
         counts.append(async_count())
     assert counts[-1] - counts[-6] == 0  # the last steps ran synchronously
     assert counts[-1] - counts[0] > 0  # the first ones on the worker
+    for _ in range(16):
+        x = step(x)
+    torch.testing.assert_close(xl.cpu(), x)
+
+
+def test_a_step_that_overlaps_the_next_recording_stays_on_the_worker(monkeypatch):
+    # A decoding loop: the program records the next step while this one runs, and waits for
+    # part of the run at the next mark_step(). On one thread in both places, a run on the main
+    # thread costs the program the whole run, the worker only what the recording did not cover:
+    # the plan stays on the worker (with the wait above half the run, as here, it used to be
+    # judged synchronous).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        x = torch.randn(1024, 1024)
+        xl = x.to("lazy")
+        monkeypatch.setenv("LAZYFUSE_ASYNC", "0")
+        runs = []
+        for _ in range(5):
+            xl = (xl * 0.5).sin().exp().cos().tanh().sin()
+            start = time.perf_counter()
+            lazyfuse.mark_step()  # runs the step on this thread
+            runs.append(time.perf_counter() - start)
+            x = (x * 0.5).sin().exp().cos().tanh().sin()
+        monkeypatch.setenv("LAZYFUSE_ASYNC", "1")
+        run = statistics.median(runs)
+        counts = []
+        for _ in range(20):
+            xl = (xl * 0.5).sin().exp().cos().tanh().sin()
+            lazyfuse.mark_step()
+            time.sleep(0.3 * run)  # the recording of the next step: covers less than half the run
+            counts.append(async_count())
+        lazyfuse.wait()
+        for _ in range(20):
+            x = (x * 0.5).sin().exp().cos().tanh().sin()
+        assert counts[-1] - counts[-9] == 8  # judged after the first 8 runs: on the worker
+        torch.testing.assert_close(xl.cpu(), x)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _child_reads_and_steps(in_flight, queue):
