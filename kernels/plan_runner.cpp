@@ -1,6 +1,7 @@
 #include "kernels/plan_runner.h"
 
 #include "kernels/cuda_graph.h"
+#include "kernels/few_rows_matmul.h"
 #include "kernels/fused_runner.h"
 #include "kernels/interrupts.h"
 #include "kernels/target.h"
@@ -68,7 +69,8 @@ class StepRunner {
       recordStep(*capture, position, attrs, std::move(stack));
       return;
     }
-    attrs.op.callBoxed(stack);
+    // Note [Matrix products of few rows]
+    if (!runFewRowsMatmul(attrs.op, stack)) attrs.op.callBoxed(stack);
     collectOutputs(position, attrs, stack);
   }
 
