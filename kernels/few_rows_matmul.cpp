@@ -25,10 +25,11 @@ namespace lazyfuse {
 //   a[m, k] * b[k, n:n+64] along k;
 // - its columns contiguous (linear's weight, b = w.t()): two or four rows of w at a time, a
 //   vector of partial dot products per pair of rows along k, its lanes added at the end.
-// Each is built for AVX-512, for AVX2 with FMA and for plain x86-64 (GCC's target_clones picks
-// one when the library loads). Columns are split across torch's threads (one on the worker of
-// Note [Asynchronous steps]). The sums run in another order than the BLAS's: results agree with
-// eager's within float32 rounding, not bit for bit. Counted by FewRowsMatmuls; pinned by
+// They are built for AVX-512 and run where the CPU has it: the same code built for AVX2 (two
+// 8-float registers per vector) ran 4-10x slower than MKL on [4, 512] x [512, 1024], so without
+// AVX-512 the BLAS keeps these products. Columns are split across torch's threads (one on the
+// worker of Note [Asynchronous steps]). The sums run in another order than the BLAS's: results
+// agree with eager's within float32 rounding, not bit for bit. Counted by FewRowsMatmuls; pinned by
 // test_few_rows_matmul.py.
 
 namespace {
@@ -157,7 +158,10 @@ __attribute__((always_inline)) inline void columns(const Product& p, int64_t n0,
   singleColumns(p, n, n1);
 }
 
-__attribute__((target_clones("avx512f", "arch=haswell", "default"))) void productColumns(
+#if defined(__x86_64__)
+__attribute__((target("avx512f")))
+#endif
+void productColumns(
     const Product& p, int64_t n0, int64_t n1) {
   switch (p.M) {
     case 1: return columns<1>(p, n0, n1);
@@ -234,6 +238,12 @@ std::optional<Call> fewRowsCall(const c10::OperatorHandle& op, const torch::jit:
 }  // namespace
 
 bool runFewRowsMatmul(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+#else
+  constexpr bool avx512 = false;
+#endif
+  if (!avx512) return false;
   std::optional<Call> call = fewRowsCall(op, stack);
   if (!call) return false;
   static Counter& counter = counterNamed("FewRowsMatmuls");

@@ -16,6 +16,19 @@ def kernel_calls():
     return lazyfuse.metrics().get("FewRowsMatmuls", 0)
 
 
+def _has_avx512():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "avx512f" in f.read().split()
+    except OSError:
+        return False
+
+
+# The kernel runs where the CPU has AVX-512; elsewhere the BLAS does, and the values are checked
+# all the same.
+CALLS = 1 if _has_avx512() else 0
+
+
 PRODUCTS = {
     "mm": lambda a, w, bias: a.flatten(0, -2) @ w,
     "matmul 3-d": lambda a, w, bias: a.unflatten(0, (1, -1)) @ w,
@@ -28,7 +41,7 @@ PRODUCTS = {
 }
 
 
-def check(product, a, w, bias, calls=1):
+def check(product, a, w, bias, calls=CALLS):
     """The lazy product of `a`, `w` and `bias` against eager's, and both against float64."""
     before = kernel_calls()
     lazy = product(a.to("lazy"), w.to("lazy"), bias.to("lazy")).cpu()
@@ -56,7 +69,7 @@ def test_rows_of_a_view_with_a_row_stride():
     w = torch.randn(300, 512)
     before = kernel_calls()
     lazy = (big.to("lazy")[::2, 100:400] @ w.to("lazy")).cpu()  # rows 1200 floats apart
-    assert kernel_calls() - before == 1
+    assert kernel_calls() - before == CALLS
     torch.testing.assert_close(lazy, big[::2, 100:400] @ w, rtol=1e-5, atol=1e-4)
 
 
@@ -126,4 +139,4 @@ def test_a_decoding_loop_on_the_worker_matches_eager(monkeypatch):
             xl = lazy_layers[1](F.gelu(lazy_layers[0](xl))).tanh()
             lazyfuse.mark_step()
     torch.testing.assert_close(xl.cpu(), x, rtol=1e-5, atol=1e-5)
-    assert kernel_calls() - before == 24
+    assert kernel_calls() - before == 24 * CALLS
