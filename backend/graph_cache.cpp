@@ -61,14 +61,20 @@ struct GuardGroup {
   std::vector<int64_t> last;  // the values of the plan added last, for the recompile log
 };
 
+/// What a graph's plans are cached under: its blind hash and the LAZYFUSE_FUSION setting (read
+/// at each graph: a plan made unfused under one setting never serves another).
+HashValue cacheKey(const Graph& graph) {
+  return hashCombine(graph.positionBlindHash(), static_cast<HashValue>(config::fusion()));
+}
+
 struct GraphCache {
   std::mutex mutex;
-  /// Per blind hash, its guard groups, the most recently made first.
+  /// Per cache key, its guard groups, the most recently made first.
   std::unordered_map<HashValue, std::vector<GuardGroup>> plans;
 
   /// The cached plan that serves `graph`, or null.
   std::shared_ptr<CachedPlan> find(const Graph& graph) {
-    auto it = plans.find(graph.positionBlindHash());
+    auto it = plans.find(cacheKey(graph));
     if (it == plans.end()) return nullptr;
     for (GuardGroup& group : it->second) {
       auto found = group.plans.find(graph.positionValues(group.positions));
@@ -79,7 +85,7 @@ struct GraphCache {
 
   /// Caches `plan` for `graph` (a plan already there that serves it stays) and returns it.
   std::shared_ptr<CachedPlan> add(const Graph& graph, std::shared_ptr<CachedPlan> plan) {
-    std::vector<GuardGroup>& groups = plans[graph.positionBlindHash()];
+    std::vector<GuardGroup>& groups = plans[cacheKey(graph)];
     const std::vector<uint32_t>& positions = plan->plan->plan.position_guards;
     auto group = std::find_if(groups.begin(), groups.end(),
                               [&](const GuardGroup& g) { return g.positions == positions; });
@@ -119,7 +125,7 @@ PlanEntry planFor(const Graph& graph) {
     std::unique_lock<std::mutex> lock(cache.mutex);
     std::shared_ptr<CachedPlan> found = cache.find(graph);
     if (!found) {
-      auto it = cache.plans.find(graph.positionBlindHash());
+      auto it = cache.plans.find(cacheKey(graph));
       if (it != cache.plans.end() && !it->second.empty()) {
         missed_at = it->second.front().positions;
         missed_values = it->second.front().last;

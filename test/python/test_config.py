@@ -54,6 +54,20 @@ def test_reports_current_values(monkeypatch):
     assert config["LAZYFUSE_CUDA_GRAPHS"]["value"] is None
 
 
+def test_a_plan_cached_under_one_fusion_setting_does_not_serve_another(monkeypatch):
+    # The same graph, first with fusion off, then always: the second sync makes a fused plan
+    # rather than running the unfused one the first cached.
+    base = torch.arange(5 * 11, dtype=torch.float32).reshape(5, 11)
+    launched = []
+    for mode in ("0", "always", "0"):
+        monkeypatch.setenv("LAZYFUSE_FUSION", mode)
+        before = lazyfuse.metrics().get("KernelsLaunched", 0)
+        y = ((base.to("lazy") - 0.25) * 3.0).cos()
+        torch.testing.assert_close(y.cpu(), ((base - 0.25) * 3.0).cos())
+        launched.append(lazyfuse.metrics().get("KernelsLaunched", 0) - before)
+    assert launched[0] == 0 and launched[1] > 0 and launched[2] == 0, launched
+
+
 @pytest.mark.parametrize("mode,fused", [("0", False), ("off", False), ("always", True),
                                         ("1", True)])
 def test_fusion_switch_read_at_each_graph(monkeypatch, mode, fused):
