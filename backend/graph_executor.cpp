@@ -233,7 +233,7 @@ namespace {
 /// calls of its kernels, and of the BLAS on a new thread).
 constexpr int kUntimedRuns = 2;
 /// Runs timed in each place before the judgement, whose medians are compared.
-constexpr int kTimedRuns = 3;
+constexpr int kTimedRuns = 5;
 /// A judged plan runs this many times where it was judged to run, then is judged again (what the
 /// program does beside it, or the load of the machine, may have changed).
 constexpr int kJudgedRuns = 200;

@@ -131,14 +131,14 @@ def test_a_step_the_program_always_waits_for_runs_synchronously():
     x = torch.randn(256, 1024)
     xl = x.to("lazy")
     counts = []
-    for _ in range(16):  # judged after 8 runs, then kept for 200
+    for _ in range(20):  # judged after 12 runs, then kept for 200
         xl = step(xl)
         lazyfuse.mark_step()
         lazyfuse.wait()
         counts.append(async_count())
     assert counts[-1] - counts[-6] == 0  # the last steps ran synchronously
     assert counts[-1] - counts[0] > 0  # the first ones on the worker
-    for _ in range(16):
+    for _ in range(20):
         x = step(x)
     torch.testing.assert_close(xl.cpu(), x)
 
@@ -165,15 +165,15 @@ def test_a_step_that_overlaps_the_next_recording_stays_on_the_worker(monkeypatch
         monkeypatch.setenv("LAZYFUSE_ASYNC", "1")
         run = statistics.median(runs)
         counts = []
-        for _ in range(20):
+        for _ in range(24):
             xl = (xl * 0.5).sin().exp().cos().tanh().sin()
             lazyfuse.mark_step()
-            time.sleep(0.3 * run)  # the recording of the next step: covers less than half the run
+            time.sleep(0.35 * run)  # the recording of the next step: less than half the run
             counts.append(async_count())
         lazyfuse.wait()
-        for _ in range(20):
+        for _ in range(24):
             x = (x * 0.5).sin().exp().cos().tanh().sin()
-        assert counts[-1] - counts[-9] == 8  # judged after the first 8 runs: on the worker
+        assert counts[-1] - counts[-9] == 8  # judged after the first 12 runs: on the worker
         torch.testing.assert_close(xl.cpu(), x)
     finally:
         torch.set_num_threads(threads)
