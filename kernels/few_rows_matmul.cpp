@@ -50,6 +50,7 @@ struct Product {
   const float* bias;  // or null
   float* c;           // M rows of N, contiguous
   int64_t M, K, N;
+  bool along_n;  // the vector loops run along n (b's rows contiguous), else along k
 };
 
 /// Sums run along at most this many k at a time, and their totals add up the runs: the error of a
@@ -133,12 +134,18 @@ __attribute__((always_inline)) inline void columnsBlock(const Product& p, int64_
   }
 }
 
-/// Columns [n0, n1) of every row, one at a time (the tails the blocks leave).
+/// Columns [n0, n1) of every row, one at a time (the tails the blocks leave), in runs of k.
 inline void singleColumns(const Product& p, int64_t n0, int64_t n1) {
   for (int64_t m = 0; m < p.M; ++m) {
     for (int64_t n = n0; n < n1; ++n) {
       float sum = 0;
-      for (int64_t k = 0; k < p.K; ++k) sum += p.a[m * p.lda + k] * p.b[k * p.b_k + n * p.b_n];
+      for (int64_t k0 = 0; k0 < p.K; k0 += kRun) {
+        float run = 0;
+        for (int64_t k = k0; k < std::min(p.K, k0 + kRun); ++k) {
+          run += p.a[m * p.lda + k] * p.b[k * p.b_k + n * p.b_n];
+        }
+        sum += run;
+      }
       p.c[m * p.N + n] = p.bias != nullptr ? sum + p.bias[n] : sum;
     }
   }
@@ -147,7 +154,7 @@ inline void singleColumns(const Product& p, int64_t n0, int64_t n1) {
 template <int M>
 __attribute__((always_inline)) inline void columns(const Product& p, int64_t n0, int64_t n1) {
   int64_t n = n0;
-  if (p.b_n == 1) {
+  if (p.along_n) {
     constexpr int V = M <= 4 ? 4 : 2;
     for (; n + V * kLanes <= n1; n += V * kLanes) rowsBlock<M, V>(p, n);
     for (; n + kLanes <= n1; n += kLanes) rowsBlock<M, 1>(p, n);
@@ -186,6 +193,7 @@ bool isOne(const c10::IValue& scalar) { return scalar.isScalar() && scalar.toSca
 struct Call {
   at::Tensor a, b, bias;
   std::vector<int64_t> out_sizes;
+  bool along_n = false;
 };
 
 /// The call of `op` over `stack`, when its kernel here computes it.
@@ -220,7 +228,12 @@ std::optional<Call> fewRowsCall(const c10::OperatorHandle& op, const torch::jit:
   if (!isFloatOnCpu(call.a) || !isFloatOnCpu(call.b)) return std::nullopt;
   const int64_t K = call.a.size(-1), N = call.b.size(1);
   if (call.b.size(0) != K || K * N < kMinOther) return std::nullopt;
-  if (call.b.stride(1) != 1 && call.b.stride(0) != 1) return std::nullopt;
+  // The vector loops run along n (b's rows contiguous) or k (its columns contiguous): at least
+  // a vector of it, or the product is mostly tails.
+  const bool rows = call.b.stride(1) == 1 && N >= kLanes;
+  const bool columns = call.b.stride(0) == 1 && K >= kLanes;
+  if (!rows && !columns) return std::nullopt;
+  call.along_n = rows;
   if (call.bias.defined() && (!isFloatOnCpu(call.bias) || call.bias.dim() != 1 ||
                               call.bias.size(0) != N || call.bias.stride(0) != 1)) {
     return std::nullopt;
@@ -259,7 +272,8 @@ bool runFewRowsMatmul(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
             out.mutable_data_ptr<float>(),
             call->a.numel() / K,
             K,
-            N};
+            N,
+            call->along_n};
   // Blocks of 64 columns, each thread's share a whole number of them.
   constexpr int64_t kBlock = 4 * kLanes;
   const int64_t blocks = (N + kBlock - 1) / kBlock;

@@ -63,6 +63,13 @@ def test_products_of_few_rows_match_eager(product, rows, k, n):
     check(product, torch.randn(rows, k), torch.randn(k, n), torch.randn(n))
 
 
+@pytest.mark.parametrize("rows,k,n", [(4, 4096, 8), (2, 20000, 1), (6, 16, 4099)])
+def test_long_sums_and_narrow_weights(rows, k, n):
+    # Dot products along a long k into few columns, and a short k into many.
+    torch.manual_seed(k + n)
+    check(PRODUCTS["linear"], torch.randn(rows, k), torch.randn(k, n), torch.randn(n))
+
+
 def test_rows_of_a_view_with_a_row_stride():
     torch.manual_seed(0)
     big = torch.randn(8, 600)
@@ -85,7 +92,8 @@ def test_products_of_strided_views_match_eager(view):
     torch.testing.assert_close(lazy, product(a, w), rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("case", ["nine rows", "float64", "beta 2", "small", "batched w"])
+@pytest.mark.parametrize("case", ["nine rows", "float64", "beta 2", "small", "batched w",
+                                  "fewer columns than a vector"])
 def test_other_products_run_atens_kernel(case):
     torch.manual_seed(0)
     a, w, bias = torch.randn(4, 256), torch.randn(256, 512), torch.randn(512)
@@ -98,6 +106,8 @@ def test_other_products_run_atens_kernel(case):
         product = lambda a, w, bias: torch.addmm(bias, a, w, beta=2)  # noqa: E731
     elif case == "small":
         a, w, bias = torch.randn(4, 16), torch.randn(16, 16), torch.randn(16)
+    elif case == "fewer columns than a vector":  # w's rows contiguous but 8 wide: the BLAS's
+        a, w, bias = torch.randn(4, 4096), torch.randn(4096, 8), torch.randn(8)
     elif case == "batched w":
         w = torch.randn(2, 256, 512)
         product = lambda a, w, bias: a @ w  # noqa: E731
