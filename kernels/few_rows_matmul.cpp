@@ -19,8 +19,9 @@ namespace lazyfuse {
 // 2-core AMD EPYC we measure on (12-19 GB/s of weight), and the decoders of bench/models.py spend
 // most of a token there. The plan runner hands such extern steps to the kernels below instead:
 // float32 CPU products (aten::mm, matmul, linear, addmm with beta = alpha = 1) of at most
-// kFewRows rows, whose other matrix has at least kMinOther elements (smaller ones stay with the
-// BLAS). They read the other matrix once, keeping every row's sums in vector registers:
+// kFewRows rows (kFewRowsAlongK for linear's weight layout), whose other matrix has at least
+// kMinOther elements (smaller ones stay with the BLAS). They read the other matrix once, keeping
+// every row's sums in vector registers:
 // - its rows contiguous (`x @ w`): 64 columns at a time, each sum vector updated with
 //   a[m, k] * b[k, n:n+64] along k;
 // - its columns contiguous (linear's weight, b = w.t()): two or four rows of w at a time, a
@@ -36,7 +37,10 @@ namespace lazyfuse {
 
 namespace {
 
-constexpr int64_t kFewRows = 8;
+/// Rows at most: 16 when the vector loops run along n (x @ w: [16, 512] x [512, 1024] 97 µs
+/// against MKL's 183), 12 along k (linear: [16, 256] x [256, 1024] was no faster than MKL).
+constexpr int64_t kFewRows = 16;
+constexpr int64_t kFewRowsAlongK = 12;
 constexpr int64_t kMinOther = 16384;
 
 constexpr int kLanes = 16;
@@ -160,11 +164,11 @@ template <int M>
 __attribute__((always_inline)) inline void columns(const Product& p, int64_t n0, int64_t n1) {
   int64_t n = n0;
   if (p.along_n) {
-    constexpr int V = M <= 4 ? 4 : 2;
+    constexpr int V = M <= 4 ? 4 : M <= 8 ? 2 : 1;  // at most 16 vectors of sums
     for (; n + V * kLanes <= n1; n += V * kLanes) rowsBlock<M, V>(p, n);
     for (; n + kLanes <= n1; n += kLanes) rowsBlock<M, 1>(p, n);
   } else {
-    constexpr int W = M <= 4 ? 4 : 2;
+    constexpr int W = M <= 4 ? 4 : M <= 8 ? 2 : 1;
     for (; n + W <= n1; n += W) columnsBlock<M, W>(p, n);
   }
   singleColumns(p, n, n1);
@@ -183,7 +187,15 @@ void productColumns(
     case 5: return columns<5>(p, n0, n1);
     case 6: return columns<6>(p, n0, n1);
     case 7: return columns<7>(p, n0, n1);
-    default: return columns<8>(p, n0, n1);
+    case 8: return columns<8>(p, n0, n1);
+    case 9: return columns<9>(p, n0, n1);
+    case 10: return columns<10>(p, n0, n1);
+    case 11: return columns<11>(p, n0, n1);
+    case 12: return columns<12>(p, n0, n1);
+    case 13: return columns<13>(p, n0, n1);
+    case 14: return columns<14>(p, n0, n1);
+    case 15: return columns<15>(p, n0, n1);
+    default: return columns<16>(p, n0, n1);
   }
 }
 
@@ -247,7 +259,7 @@ std::optional<Call> fewRowsCall(const c10::OperatorHandle& op, const torch::jit:
   if (call.a.stride(-1) != 1 && K > 1) return std::nullopt;
   if (call.a.dim() > 2 && !call.a.is_contiguous()) return std::nullopt;
   const int64_t M = call.a.numel() / K;
-  if (M < 1 || M > kFewRows) return std::nullopt;
+  if (M < 1 || M > (call.along_n ? kFewRows : kFewRowsAlongK)) return std::nullopt;
   call.out_sizes = call.a.sizes().vec();
   call.out_sizes.back() = N;
   return call;

@@ -57,10 +57,21 @@ def check(product, a, w, bias, calls=CALLS):
 
 @pytest.mark.parametrize("product", PRODUCTS.values(), ids=PRODUCTS.keys())
 @pytest.mark.parametrize("rows,k,n", [(1, 1024, 256), (3, 300, 1031), (4, 512, 1024),
-                                      (5, 17, 1100), (8, 64, 257), (2, 16, 1024)])
+                                      (5, 17, 1100), (8, 64, 257), (2, 16, 1024),
+                                      (12, 200, 300)])
 def test_products_of_few_rows_match_eager(product, rows, k, n):
     torch.manual_seed(rows * k + n)
     check(product, torch.randn(rows, k), torch.randn(k, n), torch.randn(n))
+
+
+@pytest.mark.parametrize("rows", [13, 16])
+def test_up_to_sixteen_rows_along_the_weights_rows(rows):
+    # x @ w (w's rows contiguous) takes up to 16 rows; a linear layer (w's columns contiguous)
+    # up to 12: the BLAS runs the other.
+    torch.manual_seed(rows)
+    a, w, bias = torch.randn(rows, 256), torch.randn(256, 1024), torch.randn(1024)
+    check(PRODUCTS["mm"], a, w, bias)
+    check(PRODUCTS["linear"], a, w, bias, calls=0)
 
 
 @pytest.mark.parametrize("rows,k,n", [(4, 4096, 8), (2, 20000, 1), (6, 16, 4099)])
@@ -92,14 +103,14 @@ def test_products_of_strided_views_match_eager(view):
     torch.testing.assert_close(lazy, product(a, w), rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("case", ["nine rows", "float64", "beta 2", "small", "batched w",
+@pytest.mark.parametrize("case", ["seventeen rows", "float64", "beta 2", "small", "batched w",
                                   "fewer columns than a vector"])
 def test_other_products_run_atens_kernel(case):
     torch.manual_seed(0)
     a, w, bias = torch.randn(4, 256), torch.randn(256, 512), torch.randn(512)
     product = PRODUCTS["mm"]
-    if case == "nine rows":
-        a = torch.randn(9, 256)
+    if case == "seventeen rows":
+        a = torch.randn(17, 256)
     elif case == "float64":
         a, w, bias = a.double(), w.double(), bias.double()
     elif case == "beta 2":
