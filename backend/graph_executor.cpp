@@ -21,6 +21,7 @@
 #include <ATen/record_function.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 
 #include <algorithm>
 #include <chrono>
@@ -219,6 +220,8 @@ void afterInterrupt(const std::vector<LazyData*>& targets, const DonationState& 
 //   (a large model's step, an optimizer over large tensors) and faster on all threads, runs on
 //   the main thread, from the graph and plan mark_step() made. A plan is judged again after 200
 //   runs.
+// - While a profiler is on (torch.profiler.profile), mark_step() syncs as usual: the profiler
+//   records the main thread's events, and the plan's kernels and extern calls are among them.
 // - The worker never takes the GIL, and Ctrl-C does not stop its run (Note [Interrupting a
 //   sync] covers the main thread's syncs): a wait for it is not interruptible. Plans replayed as
 //   CUDA graphs, and any other hardware device, run synchronously. Counted by AsyncSteps. Pinned by
@@ -395,6 +398,8 @@ void drainAsyncStep() {
 /// Starts the run of the pending values of `data` on the worker thread; false when they must be
 /// synced as usual instead (nothing has changed then). See Note [Asynchronous steps].
 bool submitAsyncStep(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
+  // A profiler records this thread's events: the step runs here, where its trace shows it.
+  if (torch::profiler::impl::profilerEnabled()) return false;
   auto step = std::make_shared<AsyncStep>();
   std::vector<LazyData*> targets;
   for (const auto& d : data) {

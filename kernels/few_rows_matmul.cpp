@@ -247,10 +247,10 @@ std::optional<Call> fewRowsCall(const c10::OperatorHandle& op, const torch::jit:
   if (call.b.size(0) != K || K * N < kMinOther) return std::nullopt;
   // The vector loops run along n (b's rows contiguous) or k (its columns contiguous): at least
   // a vector of it, or the product is mostly tails.
-  const bool rows = call.b.stride(1) == 1 && N >= kLanes;
-  const bool columns = call.b.stride(0) == 1 && K >= kLanes;
-  if (!rows && !columns) return std::nullopt;
-  call.along_n = rows;
+  const bool along_n = call.b.stride(1) == 1 && N >= kLanes;
+  const bool along_k = call.b.stride(0) == 1 && K >= kLanes;
+  if (!along_n && !along_k) return std::nullopt;
+  call.along_n = along_n;
   if (call.bias.defined() && (!isFloatOnCpu(call.bias) || call.bias.dim() != 1 ||
                               call.bias.size(0) != N || call.bias.stride(0) != 1)) {
     return std::nullopt;

@@ -27,7 +27,10 @@ def lazy_inputs(seed):
     return [torch.randn(s, generator=g).to("lazy") for s in ((16, 32), (64, 32), (8, 64))]
 
 
-def test_chrome_trace_names_each_fused_kernel_and_extern_call(tmp_path):
+@pytest.mark.parametrize("asynchronous", ["0", "1"])
+def test_chrome_trace_names_each_fused_kernel_and_extern_call(tmp_path, monkeypatch, asynchronous):
+    # With LAZYFUSE_ASYNC=1 too: under a profiler, mark_step() runs the step on this thread.
+    monkeypatch.setenv("LAZYFUSE_ASYNC", asynchronous)
     torch.ops.lazyfuse.clear_graph_cache()  # the graph is compiled (its kernels may come from disk)
     x, w1, w2 = lazy_inputs(0)
     lazyfuse.mark_step()
