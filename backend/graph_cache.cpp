@@ -72,9 +72,9 @@ struct GraphCache {
   /// Per cache key, its guard groups, the most recently made first.
   std::unordered_map<HashValue, std::vector<GuardGroup>> plans;
 
-  /// The cached plan that serves `graph`, or null.
-  std::shared_ptr<CachedPlan> find(const Graph& graph) {
-    auto it = plans.find(cacheKey(graph));
+  /// The cached plan that serves `graph` (cached under `key`), or null.
+  std::shared_ptr<CachedPlan> find(const Graph& graph, HashValue key) {
+    auto it = plans.find(key);
     if (it == plans.end()) return nullptr;
     for (GuardGroup& group : it->second) {
       auto found = group.plans.find(graph.positionValues(group.positions));
@@ -83,9 +83,11 @@ struct GraphCache {
     return nullptr;
   }
 
-  /// Caches `plan` for `graph` (a plan already there that serves it stays) and returns it.
-  std::shared_ptr<CachedPlan> add(const Graph& graph, std::shared_ptr<CachedPlan> plan) {
-    std::vector<GuardGroup>& groups = plans[cacheKey(graph)];
+  /// Caches `plan` for `graph` under `key` (a plan already there that serves it stays) and
+  /// returns it.
+  std::shared_ptr<CachedPlan> add(const Graph& graph, HashValue key,
+                                  std::shared_ptr<CachedPlan> plan) {
+    std::vector<GuardGroup>& groups = plans[key];
     const std::vector<uint32_t>& positions = plan->plan->plan.position_guards;
     auto group = std::find_if(groups.begin(), groups.end(),
                               [&](const GuardGroup& g) { return g.positions == positions; });
@@ -119,13 +121,14 @@ ScopedFuseNewGraphs::~ScopedFuseNewGraphs() { fuse_new_graphs = previous_; }
 
 PlanEntry planFor(const Graph& graph) {
   GraphCache& cache = graphCache();
+  const HashValue key = cacheKey(graph);
   std::vector<uint32_t> missed_at;  // positions a cached plan of this blind hash bakes in
   std::vector<int64_t> missed_values;
   {
     std::unique_lock<std::mutex> lock(cache.mutex);
-    std::shared_ptr<CachedPlan> found = cache.find(graph);
+    std::shared_ptr<CachedPlan> found = cache.find(graph, key);
     if (!found) {
-      auto it = cache.plans.find(cacheKey(graph));
+      auto it = cache.plans.find(key);
       if (it != cache.plans.end() && !it->second.empty()) {
         missed_at = it->second.front().positions;
         missed_values = it->second.front().last;
@@ -157,7 +160,7 @@ PlanEntry planFor(const Graph& graph) {
       added->plan = fused;
       added->runs = entry.runs;
       added->may_fuse = false;
-      std::shared_ptr<CachedPlan> cached = cache.add(graph, std::move(added));
+      std::shared_ptr<CachedPlan> cached = cache.add(graph, key, std::move(added));
       return {cached->plan, cached->replayFor(graph)};
     }
   }
@@ -186,7 +189,7 @@ PlanEntry planFor(const Graph& graph) {
   added->plan = plan;
   added->runs = 1;
   std::lock_guard<std::mutex> lock(cache.mutex);
-  std::shared_ptr<CachedPlan> cached = cache.add(graph, std::move(added));
+  std::shared_ptr<CachedPlan> cached = cache.add(graph, key, std::move(added));
   return {cached->plan, cached->replayFor(graph)};
 }
 

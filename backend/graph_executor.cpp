@@ -450,23 +450,14 @@ bool submitAsyncStep(c10::ArrayRef<c10::intrusive_ptr<LazyData>> data) {
     }
   }
   // Judged to run here: on all threads, from the graph and plan made above.
-  const auto start = std::chrono::steady_clock::now();
   try {
     InterruptibleSync interruptible;
-    ScopedTimer timer(metrics::execute_time);
-    RECORD_USER_SCOPE("lazyfuse::execute");
-    step->outputs = runPlan(step->plan->plan, graph, step->plan->kernels.get(),
-                            step->donates ? &step->donation : nullptr);
+    StepWorker::run(*step);
   } catch (const SyncInterrupted& interrupted) {
     metrics::buffers_donated.add(step->donation.donated);
     afterInterrupt(targets, step->donation);
     std::rethrow_exception(interrupted.cause);
-  } catch (const std::exception&) {
-    step->error = std::current_exception();
   }
-  step->run_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
   std::lock_guard<std::mutex> lock(in_flight.mutex);
   finishAsyncStep(*step, std::nullopt);
   return true;

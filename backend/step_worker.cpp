@@ -2,6 +2,7 @@
 // backend/graph_executor.cpp.
 #include "backend/detail/step_worker.h"
 
+#include "kernels/interrupts.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/metrics.h"
 
@@ -93,17 +94,23 @@ void StepWorker::loop() {
 
 void StepWorker::run(AsyncStep& step) {
   const auto start = std::chrono::steady_clock::now();
+  auto stop = [&] {
+    step.run_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  };
   try {
     ScopedTimer timer(metrics::execute_time);
     RECORD_USER_SCOPE("lazyfuse::execute");
     step.outputs = runPlan(step.plan->plan, *step.graph, step.plan->kernels.get(),
                            step.donates ? &step.donation : nullptr);
+  } catch (const SyncInterrupted&) {
+    stop();
+    throw;
   } catch (...) {
     step.error = std::current_exception();
   }
-  step.run_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
+  stop();
 }
 
 }  // namespace lazyfuse::detail

@@ -213,27 +213,31 @@ struct Call {
   bool along_n = false;
 };
 
+c10::OperatorHandle atenOp(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+}
+
 /// The call of `op` over `stack`, when its kernel here computes it.
 std::optional<Call> fewRowsCall(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-  static const c10::OperatorName mm{"aten::mm", ""}, matmul{"aten::matmul", ""},
-      linear{"aten::linear", ""}, addmm{"aten::addmm", ""};
-  const c10::OperatorName& name = op.operator_name();
+  // Found once: an extern call compares pointers, not names.
+  static const c10::OperatorHandle mm = atenOp("aten::mm"), matmul = atenOp("aten::matmul"),
+                                   linear = atenOp("aten::linear"), addmm = atenOp("aten::addmm");
   Call call;
-  if (name == mm && stack.size() == 2) {
+  if (op == mm && stack.size() == 2) {
     call.a = stack[0].toTensor();
     call.b = stack[1].toTensor();
     if (call.a.dim() != 2 || call.b.dim() != 2) return std::nullopt;
-  } else if (name == matmul && stack.size() == 2) {
+  } else if (op == matmul && stack.size() == 2) {
     call.a = stack[0].toTensor();
     call.b = stack[1].toTensor();
     if (call.a.dim() < 2 || call.b.dim() != 2) return std::nullopt;
-  } else if (name == linear && stack.size() == 3) {
+  } else if (op == linear && stack.size() == 3) {
     call.a = stack[0].toTensor();
     const at::Tensor& weight = stack[1].toTensor();
     if (call.a.dim() < 2 || weight.dim() != 2) return std::nullopt;
     call.b = weight.t();
     if (!stack[2].isNone()) call.bias = stack[2].toTensor();
-  } else if (name == addmm && stack.size() == 5) {
+  } else if (op == addmm && stack.size() == 5) {
     if (!isOne(stack[3]) || !isOne(stack[4])) return std::nullopt;
     call.bias = stack[0].toTensor();
     call.a = stack[1].toTensor();

@@ -46,6 +46,9 @@ class StepWorker {
 
   void submit(std::shared_ptr<AsyncStep> step);
   void waitFor(const AsyncStep& step);
+  /// Runs `step`'s plan on this thread, timed into `run_ns`. An error is kept in `error`, except
+  /// SyncInterrupted, which propagates (nothing but the main thread's run is interruptible).
+  static void run(AsyncStep& step);
 
  private:
   StepWorker();
@@ -53,7 +56,6 @@ class StepWorker {
   static std::mutex*& instanceMutex();
   void waitIdle();
   [[noreturn]] void loop();
-  static void run(AsyncStep& step);
 
   std::mutex mutex_;
   std::condition_variable cv_;
