@@ -12,6 +12,7 @@
 #include "backend/random_draws.h"
 #include "lazy_ir/check.h"
 #include "lazy_ir/metrics.h"
+#include "lowering/lowerings.h"
 
 #include <ATen/core/List.h>
 #include <ATen/ops/empty_strided.h>
@@ -87,6 +88,41 @@ HashValue CallRecorder::scan() {
   return key_;
 }
 
+namespace {
+
+/// Whether `op` is the functional op of a fused optimizer step that has no Meta kernel
+/// (`_fused_sgd`, `_fused_adagrad`): its outputs mirror its first tensor-list arguments, one
+/// list each (Note [Fused optimizer steps] in backend/write_functionalization.cpp).
+bool mirrorsListArguments(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
+  if (!isFusedOptimizerOp(schema.name()) || schema.name().back() == '_' ||
+      op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
+      schema.returns().size() > schema.arguments().size()) {
+    return false;
+  }
+  for (size_t r = 0; r < schema.returns().size(); ++r) {
+    if (schema.returns()[r].type()->kind() != c10::TypeKind::ListType ||
+        schema.arguments()[r].type()->kind() != c10::TypeKind::ListType) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The Meta results of a `mirrorsListArguments` op called with `stack`, in its place.
+void mirrorListArguments(const c10::FunctionSchema& schema, torch::jit::Stack& stack) {
+  torch::jit::Stack results;
+  for (size_t r = 0; r < schema.returns().size(); ++r) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor& t : stack[r].toTensorList())
+      list.push_back(at::empty_strided(t.sizes(), t.strides(), t.options()));
+    results.emplace_back(std::move(list));
+  }
+  stack = std::move(results);
+}
+
+}  // namespace
+
 std::shared_ptr<const AtenCallAttrs> CallRecorder::inferOnMeta(HashValue key) {
   auto attrs = std::make_shared<AtenCallAttrs>(op_);
   attrs->name = traits_.name;
@@ -100,6 +136,7 @@ std::shared_ptr<const AtenCallAttrs> CallRecorder::inferOnMeta(HashValue key) {
     collectTensors(meta_stack.back(), written_meta.back());
   }
   auto runOnMeta = [&](torch::jit::Stack& stack) {
+    if (mirrorsListArguments(op_)) return mirrorListArguments(op_.schema(), stack);
     c10::impl::ExcludeDispatchKeyGuard no_autograd(
         c10::autograd_dispatch_keyset_with_ADInplaceOrView);
     c10::impl::ExcludeDispatchKeyGuard no_functionalize(c10::DispatchKey::Functionalize);

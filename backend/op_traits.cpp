@@ -4,6 +4,7 @@
 #include "backend/meta_layout.h"
 #include "backend/meta_templates.h"
 #include "lazy_ir/text.h"
+#include "lowering/lowerings.h"
 
 #include <algorithm>
 #include <memory>
@@ -148,10 +149,15 @@ std::unique_ptr<OpTraits> computeTraits(const c10::OperatorHandle& op) {
   traits->meta_scalars_on_meta =
       traits->name == "aten::masked_fill.Tensor" || traits->name == "aten::masked_fill_.Tensor";
   traits->scalars_are_constants = schema.name() == "aten::arange" || schema.name() == "aten::range";
+  // A fused optimizer step's hyperparameters (lr, betas, eps, weight_decay) are `float`: recorded
+  // as parameters, as Scalars are, so a learning-rate schedule reuses one plan (Note [Fused
+  // optimizer steps] in backend/write_functionalization.cpp).
+  const bool float_params = isFusedOptimizerOp(schema.name());
   for (const c10::Argument& arg : schema.arguments()) {
     const c10::AliasInfo* alias = arg.alias_info();
     traits->written.push_back(alias != nullptr && alias->isWrite());
-    traits->scalar_arg.push_back(isScalarType(arg.type()));
+    traits->scalar_arg.push_back(isScalarType(arg.type()) ||
+                                 (float_params && arg.type()->kind() == c10::TypeKind::FloatType));
     traits->generator_arg.push_back(isGeneratorType(arg.type()));
     traits->size_arg.push_back(isSymIntType(arg.real_type()));
   }

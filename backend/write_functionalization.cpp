@@ -4,6 +4,7 @@
 #include "backend/functionalize_kernels.h"
 #include "backend/op_traits.h"
 #include "lazy_ir/check.h"
+#include "lowering/lowerings.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/List.h>
@@ -131,6 +132,26 @@ bool writesOtherArguments(const c10::OperatorHandle& op) {
   return out && other;
 }
 
+// Note [Fused optimizer steps]
+// torch.optim's `fused=True` steps call in-place ops that write lists of tensors:
+// `_fused_adam_`, `_fused_adamw_`, `_fused_sgd_`, `_fused_adagrad_` (and their `tensor_lr`
+// overloads). PyTorch's generated functionalization of those fails whenever a written list is
+// empty, as Adam's max_exp_avg_sqs is without amsgrad ("mutating a non-functional tensor with a
+// functional tensor is not allowed": an empty list counts as not functional; torch.func's own
+// functionalize fails the same way on CPU tensors). For lazy tensors they take the kernel of Note
+// [Out= ops that write other arguments too], which has no such check: it calls the functional
+// op of the same name without the trailing underscore (`_fused_adam`, which returns the new
+// value of every written list, in argument order) and hands each written tensor its result.
+// The functional op is recorded as one node; ATen's CPU kernel runs it. torch.optim accepts
+// lazy parameters for `fused=True` through Note [Optimizers default to foreach on lazy].
+// Pinned by test_fused_optimizers.py.
+
+/// Whether `op` is a fused optimizer step (Note [Fused optimizer steps]).
+bool isFusedOptimizerStep(const c10::OperatorHandle& op) {
+  const std::string& name = op.schema().name();
+  return isFusedOptimizerOp(name) && name.back() == '_';
+}
+
 /// The functional op whose arguments are `op`'s arguments but the out= ones, which writes
 /// nothing, and returns one value per written argument of `op`.
 std::optional<c10::OperatorHandle> findFunctional(const c10::OperatorHandle& op) {
@@ -149,7 +170,9 @@ std::optional<c10::OperatorHandle> findFunctional(const c10::OperatorHandle& op)
     if (!arg.is_out()) inputs.push_back(&arg);
     if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) ++num_written;
   }
-  for (const std::string& name : {schema.name() + "_functional", schema.name()}) {
+  std::vector<std::string> names{schema.name() + "_functional", schema.name()};
+  if (isFusedOptimizerStep(op)) names = {schema.name().substr(0, schema.name().size() - 1)};
+  for (const std::string& name : names) {
     auto functional = c10::Dispatcher::singleton().findOp({name, overload});
     if (!functional) continue;
     const c10::FunctionSchema& f = functional->schema();
@@ -211,7 +234,21 @@ void functionalizeOutKernel(const c10::OperatorHandle& op, c10::DispatchKeySet k
   for (const c10::IValue& v : call) appendTensors(v, results);
   LF_INTERNAL_ASSERT(results.size() == written.size(), functional_op.operator_name(), " returned ",
                      results.size(), " tensors for ", written.size());
+  // A fused optimizer step writes its gradients only to unscale them: without grad_scale they
+  // keep their values, and are not handed the copies (Note [Fused optimizer steps]).
+  size_t keep_from = 0, keep_to = 0;
+  const std::optional<size_t> scale = op.schema().argumentIndexWithName("grad_scale");
+  const std::optional<size_t> grads = op.schema().argumentIndexWithName("grads");
+  if (isFusedOptimizerStep(op) && scale && grads && args.at(*scale).isNone() &&
+      args.at(*grads).isTensorList()) {
+    for (size_t i = 0; i < *grads; ++i) {
+      if (!traits.written[i]) continue;
+      keep_from += args[i].isTensorList() ? args[i].toTensorList().size() : 1;
+    }
+    keep_to = keep_from + args[*grads].toTensorList().size();
+  }
   for (size_t k = 0; k < written.size(); ++k) {
+    if (k >= keep_from && k < keep_to) continue;
     F::replace_(written[k], results[k]);
     F::commit_update(written[k]);
     F::sync(written[k]);
@@ -224,7 +261,8 @@ void functionalizeOutKernel(const c10::OperatorHandle& op, c10::DispatchKeySet k
 
 bool registerOutFunctionalization(const c10::OperatorHandle& op,
                                   torch::Library& functionalize_lib) {
-  if (!op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize) || !writesOtherArguments(op)) {
+  if (!op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize) ||
+      !(writesOtherArguments(op) || isFusedOptimizerStep(op))) {
     return false;
   }
   std::optional<c10::OperatorHandle> functional = findFunctional(op);

@@ -7,9 +7,13 @@ interleaved, medians of per-round step times.
                256), loss read every step
   gpt_block    one GPT layer (d 256, 4 heads, seq 128, batch 8): LayerNorm, causal attention,
                MLP, residuals; forward, backward and AdamW
-  adam_300     Adam over 300 parameter tensors (ResNet-shaped, 13.2M values); eager runs
-               foreach=True, and fused=True is timed beside it
+  adam_300     Adam over 300 parameter tensors (ResNet-shaped, 13.2M values), each side with
+               PyTorch's default for its device (eager on the CPU: the per-tensor loop; lazy:
+               foreach), and eager fused=True timed beside it
   sgd_300      SGD with momentum over the same tensors
+  adam_300_fused, sgd_300_fused
+               the same steps with `fused=True` on every side (lazy: Note [Fused optimizer
+               steps]; eager: ATen's fused CPU kernels)
   kv_decode    64 tokens decoded with a preallocated KV cache (index_copy_ at a position tensor,
                attention over the whole cache with a mask), batch 4, d 256, 2 layers; one
                mark_step per token
@@ -271,6 +275,18 @@ def w_sgd_300(quick, compile_ok):
                            compile_ok, ("eager fused", {"fused": True}))
 
 
+def w_adam_300_fused(quick, compile_ok):
+    """adam_300 with `fused=True` on every side (eager: ATen's fused CPU kernel)."""
+    return optimizer_sides(lambda p, **kw: torch.optim.Adam(p, lr=1e-3, fused=True, **kw),
+                           compile_ok)
+
+
+def w_sgd_300_fused(quick, compile_ok):
+    """sgd_300 with `fused=True` on every side."""
+    return optimizer_sides(
+        lambda p, **kw: torch.optim.SGD(p, lr=1e-3, momentum=0.9, fused=True, **kw), compile_ok)
+
+
 def token_loop(token, x_start, tokens, lazy):
     """A decoding side: `x = token(x, t)` for each token t without autograd, a mark_step per
     token on lazy."""
@@ -377,10 +393,11 @@ def w_resnet(quick, compile_ok):
                        (x, y), lambda m, x, y: F.cross_entropy(m(x), y), compile_ok)
 
 
-WORKLOADS = {"mlp_demo": w_mlp_demo, "mlp_no_sync": w_mlp_no_sync, "gpt_block": w_gpt_block, "adam_300": w_adam_300,
-             "sgd_300": w_sgd_300, "kv_decode": w_kv_decode, "cache_update": w_cache_update,
-             "layer_norm": w_layer_norm,
-             "softmax": w_softmax, "resnet": w_resnet}
+WORKLOADS = {"mlp_demo": w_mlp_demo, "mlp_no_sync": w_mlp_no_sync, "gpt_block": w_gpt_block,
+             "adam_300": w_adam_300, "sgd_300": w_sgd_300, "adam_300_fused": w_adam_300_fused,
+             "sgd_300_fused": w_sgd_300_fused, "kv_decode": w_kv_decode,
+             "cache_update": w_cache_update, "layer_norm": w_layer_norm, "softmax": w_softmax,
+             "resnet": w_resnet}
 
 
 # ---- measurement ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ void registerConstantLowerings(LoweringRegistry& registry);       // lower_const
 void registerReductionLowerings(LoweringRegistry& registry);      // lower_reductions.cpp
 void registerNormalizationLowerings(LoweringRegistry& registry);  // lower_normalization.cpp
 void registerForeachLowerings(LoweringRegistry& registry);        // lower_foreach.cpp
+void registerOptimizerLowerings(LoweringRegistry& registry);      // lower_optimizers.cpp
 
 /// call.reduce, split in two steps where one would run on few threads (Note [Split full
 /// reductions], Note [Split column reductions]).

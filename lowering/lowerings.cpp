@@ -111,6 +111,7 @@ const LoweringRegistry& loweringRegistry() {
     registerReductionLowerings(r);
     registerNormalizationLowerings(r);
     registerForeachLowerings(r);
+    registerOptimizerLowerings(r);
     return r;
   }();
   return registry;

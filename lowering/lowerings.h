@@ -25,6 +25,12 @@ OpName splitOpName(const std::string& name);
 OpClass classifyOp(const std::string& name);
 const char* opClassName(OpClass kind);
 
+/// Whether `name` (`aten::_fused_adam_`, `aten::_fused_sgd.tensor_lr`, ...) is one of
+/// torch.optim's fused optimizer steps, in-place or functional, of any overload: `_fused_adam`,
+/// `_fused_adamw`, `_fused_sgd`, `_fused_adagrad` (Note [Fused optimizer steps] in
+/// backend/write_functionalization.cpp).
+bool isFusedOptimizerOp(std::string_view name);
+
 /// Whether `name` is an op that draws random numbers by its name (`bernoulli`, `*_dropout`, ...):
 /// such an op is never lowered (its lowering would draw other numbers than ATen's).
 bool isRandomOp(const std::string& name);

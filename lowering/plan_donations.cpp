@@ -1,3 +1,4 @@
+#include "lowering/lowerings.h"
 #include "lowering/passes.h"
 
 #include <algorithm>
@@ -166,8 +167,10 @@ void takeUnread(const Graph& graph, uint32_t s, FusedKernel& fused, size_t o,
 }
 
 /// The input buffer of `fused` that output buffer `o` replaces, when the output's value is its
-/// op's `self` (for a foreach op, the list element of its own index), through any number of
-/// ops: `p.mul_(a).add_(b)` replaces p. -1 when the chain reaches no input of the kernel.
+/// op's `self` (for a foreach op, the list element of its own index; for a fused optimizer step,
+/// whose output lists mirror its first input lists, the input of its own index), through any
+/// number of ops: `p.mul_(a).add_(b)` replaces p. -1 when the chain reaches no input of the
+/// kernel.
 int32_t replacedInput(const Graph& graph, const FusedKernel& fused, size_t o) {
   NodeRef cur = fused.buffers[o].value;
   for (size_t steps = 0; steps < graph.nodes().size(); ++steps) {
@@ -181,8 +184,9 @@ int32_t replacedInput(const Graph& graph, const FusedKernel& fused, size_t o) {
     const Node& node = *graph.nodes()[cur.position];
     const c10::ArrayRef<NodeRef> inputs = graph.inputsOf(cur.position);
     if (node.kind() != OpKind::kAten || inputs.empty()) return -1;
-    const bool foreach = node.aten().name.rfind("aten::_foreach_", 0) == 0;
-    cur = inputs[foreach && cur.index < inputs.size() ? cur.index : 0];
+    const std::string& name = node.aten().name;
+    const bool by_index = name.rfind("aten::_foreach_", 0) == 0 || isFusedOptimizerOp(name);
+    cur = inputs[by_index && cur.index < inputs.size() ? cur.index : 0];
   }
   return -1;
 }

@@ -332,7 +332,10 @@ def _register_serialization():
 # for everything else return exactly what PyTorch's own answer is (the device list itself is left
 # alone: Note [Lazy-only kernels on Functionalize] says why). The modules that imported a decider
 # by name (torch.optim.adam, clip_grad, ...) get the same wrapper; an explicit `foreach=False`
-# still selects the per-tensor loop.
+# still selects the per-tensor loop. `fused=True` is the user's choice, never a default: its
+# device check (`_device_dtype_check_for_fused`) passes floating lazy parameters and asks
+# PyTorch's for every other tensor; the fused step then records one node (Note [Fused optimizer
+# steps] in backend/write_functionalization.cpp).
 
 
 def _foreach_deciders():
@@ -343,6 +346,7 @@ def _foreach_deciders():
 
     default_to = optimizer._default_to_fused_or_foreach
     device_has = foreach_utils._device_has_foreach_support
+    check_fused = optimizer._device_dtype_check_for_fused
 
     def _default_to_fused_or_foreach(params, differentiable, use_fused=False):
         fused, foreach = default_to(params, differentiable, use_fused)
@@ -360,7 +364,13 @@ def _foreach_deciders():
             return True
         return device_has(device)
 
-    return {default_to: _default_to_fused_or_foreach, device_has: _device_has_foreach_support}
+    def _device_dtype_check_for_fused(p, cuda_unsupported=False):
+        if p.device.type == "lazy" and torch.is_floating_point(p):
+            return
+        check_fused(p, cuda_unsupported)
+
+    return {default_to: _default_to_fused_or_foreach, device_has: _device_has_foreach_support,
+            check_fused: _device_dtype_check_for_fused}
 
 
 def _enable_foreach_optimizers():

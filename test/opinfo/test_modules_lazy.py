@@ -225,15 +225,23 @@ class TestLazyfuseModules(TestCase):
         if optim_info.only_supports_sparse_grads:
             pytest.skip("sparse gradients: lazy tensors are dense")
         inputs = optim_info.optim_inputs_func(device="cpu", dtype=dtype)
+        impls = [("foreach", False), ("foreach", True)]
+        if "foreach" not in optim_info.supported_impls:
+            impls = [(None, None)]
+        # fused=True where eager's CPU has a fused kernel (Note [Fused optimizer steps]).
+        if "fused" in optim_info.supported_impls and "cpu" in optim_info.supports_fused_on:
+            impls.append(("fused", True))
         ran = 0
         for optim_input in inputs:
-            for foreach in (False, True) if "foreach" in optim_info.supported_impls else (None,):
+            for impl, value in impls:
                 kwargs = dict(optim_input.kwargs)
                 if kwargs.get("fused") or kwargs.get("capturable") or kwargs.get("differentiable"):
                     continue  # device-specific implementations, not what lazy runs
-                if foreach is not None:
-                    kwargs["foreach"] = foreach
-                optimizer_steps(optim_info, dtype, kwargs, f"{optim_input.desc} foreach={foreach}")
+                if impl is not None:
+                    kwargs[impl] = value
+                if impl == "fused" and kwargs.get("foreach"):
+                    continue
+                optimizer_steps(optim_info, dtype, kwargs, f"{optim_input.desc} {impl}={value}")
                 ran += 1
         if ran == 0:
             pytest.skip("no optimizer input runs without fused/capturable/differentiable")
