@@ -114,8 +114,9 @@ void mirrorListArguments(const c10::FunctionSchema& schema, torch::jit::Stack& s
   torch::jit::Stack results;
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     c10::List<at::Tensor> list;
-    for (const at::Tensor& t : stack[r].toTensorList())
+    for (const at::Tensor& t : stack[r].toTensorList()) {
       list.push_back(at::empty_strided(t.sizes(), t.strides(), t.options()));
+    }
     results.emplace_back(std::move(list));
   }
   stack = std::move(results);

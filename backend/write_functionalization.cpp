@@ -142,9 +142,12 @@ bool writesOtherArguments(const c10::OperatorHandle& op) {
 // [Out= ops that write other arguments too], which has no such check: it calls the functional
 // op of the same name without the trailing underscore (`_fused_adam`, which returns the new
 // value of every written list, in argument order) and hands each written tensor its result.
-// The functional op is recorded as one node; ATen's CPU kernel runs it. torch.optim accepts
-// lazy parameters for `fused=True` through Note [Optimizers default to foreach on lazy].
-// Pinned by test_fused_optimizers.py.
+// The functional op is recorded as one node (`_fused_sgd` and `_fused_adagrad` have no Meta
+// kernel: their outputs mirror their list arguments, backend/call_recorder.cpp); Adam's, AdamW's
+// and SGD's are lowered to fused kernels (lowering/lower_optimizers.cpp), the others (Adagrad, a
+// step with grad_scale or a tensor lr) run ATen's kernel. torch.optim accepts lazy parameters
+// for `fused=True` through Note [Optimizers default to foreach on lazy]. Pinned by
+// test_fused_optimizers.py.
 
 /// Whether `op` is a fused optimizer step (Note [Fused optimizer steps]).
 bool isFusedOptimizerStep(const c10::OperatorHandle& op) {
