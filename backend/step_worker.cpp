@@ -94,23 +94,19 @@ void StepWorker::loop() {
 
 void StepWorker::run(AsyncStep& step) {
   const auto start = std::chrono::steady_clock::now();
-  auto stop = [&] {
-    step.run_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
-  };
   try {
     ScopedTimer timer(metrics::execute_time);
     RECORD_USER_SCOPE("lazyfuse::execute");
     step.outputs = runPlan(step.plan->plan, *step.graph, step.plan->kernels.get(),
                            step.donates ? &step.donation : nullptr);
   } catch (const SyncInterrupted&) {
-    stop();
-    throw;
+    throw;  // the interrupted step is dropped, its time unread
   } catch (...) {
     step.error = std::current_exception();
   }
-  stop();
+  step.run_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
 }
 
 }  // namespace lazyfuse::detail

@@ -91,6 +91,15 @@ bool floatingOutputs(LoweringCall& call) {
   return true;
 }
 
+/// Sets `call.outputs` to `lists`, one after the other: the node's outputs, list by list.
+bool setOutputLists(LoweringCall& call, const std::vector<std::vector<LoopId>>& lists) {
+  call.outputs.clear();
+  for (const std::vector<LoopId>& list : lists) {
+    call.outputs.insert(call.outputs.end(), list.begin(), list.end());
+  }
+  return !lists.empty() && !lists[0].empty();
+}
+
 /// The gradients a fused step returns: unchanged without grad_scale, and not written back then
 /// (Note [Fused optimizer steps]): a copy nothing reads, never computed.
 LoopId copyOf(LoweringCall& each, std::string_view name, c10::ScalarType dtype,
@@ -116,8 +125,9 @@ bool lowerFusedAdam(LoweringCall& call, bool adamw) {
   std::vector<std::vector<LoopId>> outputs(lists);
   for (size_t i = 0; i < count; ++i) {
     LoweringCall each = call.element(static_cast<int32_t>(i), {}, op->schema());
-    const std::vector<int64_t> sizes = each.loop(*each.tensor("self")).sizes;
-    const c10::ScalarType dtype = each.loop(*each.tensor("self")).dtype;
+    const LoopNode& self = each.loop(*each.tensor("self"));
+    const std::vector<int64_t> sizes = self.sizes;
+    const c10::ScalarType dtype = self.dtype;
     std::vector<std::string_view> args = kAdamArgs;
     if (amsgrad) args.push_back("max_exp_avg_sqs");
     auto value = [&](V AdamValues::*member) {
@@ -136,11 +146,7 @@ bool lowerFusedAdam(LoweringCall& call, bool adamw) {
     outputs[3].push_back(value(&AdamValues::exp_avg_sq));
     if (amsgrad) outputs[4].push_back(value(&AdamValues::max_exp_avg_sq));
   }
-  call.outputs.clear();
-  for (std::vector<LoopId>& list : outputs) {
-    call.outputs.insert(call.outputs.end(), list.begin(), list.end());
-  }
-  return count > 0;
+  return setOutputLists(call, outputs);
 }
 
 // Note [Lowering fused SGD]
@@ -223,11 +229,7 @@ bool lowerFusedSgd(LoweringCall& call) {
     outputs[1].push_back(copyOf(each, "grads", dtype, sizes));
     if (has_momentum) outputs[2].push_back(value(&SgdValues::momentum_buffer));
   }
-  call.outputs.clear();
-  for (std::vector<LoopId>& list : outputs) {
-    call.outputs.insert(call.outputs.end(), list.begin(), list.end());
-  }
-  return count > 0;
+  return setOutputLists(call, outputs);
 }
 
 }  // namespace
