@@ -78,6 +78,33 @@ def test_input_a_pending_value_still_reads_keeps_its_values():
     torch.testing.assert_close(to_cpu(y), t + 1)
 
 
+# Over more bytes than a last-level cache holds (three buffers of 8M floats: 96 MB), the CPU
+# kernel streams its stores, and a store into donated memory runs the loop version with plain
+# stores when the donation was taken (Note [Streaming stores] in kernels/cpu_codegen.cpp).
+LARGE = (1 << 23,)
+
+
+def test_large_update_written_into_the_memory_it_replaces():
+    t, u = base(LARGE, seed=1), base(LARGE, seed=2)
+    x, z = on_lazy(t), on_lazy(u)
+    x.mul_(0.5).add_(z)
+    lazyfuse.mark_step()
+    assert donated() >= 1
+    torch.testing.assert_close(to_cpu(x), t * 0.5 + u)
+    torch.testing.assert_close(to_cpu(z), u)
+
+
+def test_large_update_whose_input_a_pending_value_reads_is_streamed_elsewhere():
+    t, u = base(LARGE, seed=1), base(LARGE, seed=2)
+    x, z = on_lazy(t), on_lazy(u)
+    y = x + 1  # pending: holds the buffer x has now
+    x.mul_(0.5).add_(z)
+    lazyfuse.sync(x)
+    assert donated() == 0
+    torch.testing.assert_close(to_cpu(x), t * 0.5 + u)
+    torch.testing.assert_close(to_cpu(y), t + 1)
+
+
 def test_input_read_by_every_target_may_be_donated():
     t = base((64, 33))
     x = on_lazy(t)
