@@ -122,17 +122,6 @@ void CpuRenderer::declareBuffers() {
 // (48 MB against a 32 MB L3): 1.48-1.59 ms with plain 512-bit stores, 0.84 ms streamed, eager
 // 0.92-0.99 ms. A unary op over 4M floats (32 MB) measured no better streamed, so the bound is
 // the whole cache. Where the CPU has no AVX, lf_stream is a copy.
-//
-// Not so for an output written into its donor's memory (Note [Donated buffers]): the loop has
-// just read each line it writes, so there is no read for ownership to save, and a
-// non-temporal store of a cached line only evicts it. A loop part with such stores checks at
-// run time whether every one of their donations was taken (output and donor pointers equal)
-// and then runs a copy of the part whose stores into donated memory are plain stores in the
-// `omp simd` loop, without block arrays; else the streamed version. Fused optimizer steps over
-// 300 ResNet-shaped tensors (13.2M floats, every output donated), AMD EPYC, two threads, kernel
-// time per step, medians of six in-process rounds, variants interleaved: SGD with momentum
-// 6.02 ms streamed, 4.67 ms plain (5.24 ms with plain copies out of the block arrays); Adam
-// 8.45 ms streamed, 6.85 ms plain (7.29 ms).
 namespace {
 
 constexpr int64_t kHalfBlock = 256;  // 1 KiB of floats per array: the arrays stay in L1
@@ -277,31 +266,6 @@ void CpuRenderer::tileLoop(const std::vector<bool>& inner, const std::vector<boo
 }
 
 void CpuRenderer::partLoop(const std::vector<bool>& instrs, const std::string& v) {
-  // See Note [Streaming stores]: stores that may write their donor's memory.
-  std::vector<size_t> in_place;
-  std::string taken;
-  for (size_t k = 0; k < k_.stores.size(); ++k) {
-    const int32_t buffer = k_.stores[k].buffer;
-    const int32_t donor = k_.buffers[buffer].donor;
-    if (!part_stores_[k] || !streams_[k] || donor < 0) continue;
-    in_place.push_back(k);
-    taken += std::string(taken.empty() ? "" : " && ") + "(const void*)" + bufferName(buffer) +
-             " == (const void*)" + bufferName(donor);
-  }
-  if (in_place.empty()) {
-    partLoopBody(instrs, v);
-    return;
-  }
-  out_ += "    if (" + taken + ") {\n";
-  for (size_t k : in_place) streams_[k] = false;
-  partLoopBody(instrs, v);
-  for (size_t k : in_place) streams_[k] = true;
-  out_ += "    } else {\n";
-  partLoopBody(instrs, v);
-  out_ += "    }\n";
-}
-
-void CpuRenderer::partLoopBody(const std::vector<bool>& instrs, const std::string& v) {
   bool blocks = false;
   for (size_t i = 0; i < k_.instrs.size(); ++i) blocks = blocks || (instrs[i] && half_loads_[i]);
   for (size_t k = 0; k < k_.stores.size(); ++k) {

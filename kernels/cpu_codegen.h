@@ -12,7 +12,7 @@ namespace lazyfuse {
 
 /// Bumped whenever the rendered code changes for the same kernel IR (it is part of the disk
 /// cache key through the source text and the compile flags). See Note [CPU kernel cache key].
-constexpr int kCpuCodegenVersion = 3;
+constexpr int kCpuCodegenVersion = 2;
 
 /// C++ source defining, for each kernel, a function with C linkage
 ///   void <name>(int64_t begin, int64_t end, void* const* buffers, const int64_t* iparams,

@@ -39,11 +39,8 @@ class CpuRenderer {
 
   /// One part of the row loop's inner loop (Note [CPU loop parts]): the instructions marked in
   /// `instrs` and the stores in part_stores_, over [lo, hi), in blocks where Note [Half blocks]
-  /// or Note [Streaming stores] asks for them; where it streams stores that may write their
-  /// donor's memory, also a copy with plain stores for when those donations were taken.
+  /// or Note [Streaming stores] asks for them.
   void partLoop(const std::vector<bool>& instrs, const std::string& v);
-  /// One version of that part, as streams_ marks its stores.
-  void partLoopBody(const std::vector<bool>& instrs, const std::string& v);
 
   /// The row loop's `omp simd` loop `for (lf_i64 <bounds>)` over the instructions marked
   /// `inner`, then the stores, at `indent`.

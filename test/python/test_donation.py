@@ -79,8 +79,8 @@ def test_input_a_pending_value_still_reads_keeps_its_values():
 
 
 # Over more bytes than a last-level cache holds (three buffers of 8M floats: 96 MB), the CPU
-# kernel streams its stores, and a store into donated memory runs the loop version with plain
-# stores when the donation was taken (Note [Streaming stores] in kernels/cpu_codegen.cpp).
+# kernel streams its stores (Note [Streaming stores] in kernels/cpu_codegen.cpp), into donated
+# memory or into a new buffer.
 LARGE = (1 << 23,)
 
 
