@@ -92,12 +92,11 @@ bool floatingOutputs(LoweringCall& call) {
 }
 
 /// Sets `call.outputs` to `lists`, one after the other: the node's outputs, list by list.
-bool setOutputLists(LoweringCall& call, const std::vector<std::vector<LoopId>>& lists) {
+void setOutputLists(LoweringCall& call, const std::vector<std::vector<LoopId>>& lists) {
   call.outputs.clear();
   for (const std::vector<LoopId>& list : lists) {
     call.outputs.insert(call.outputs.end(), list.begin(), list.end());
   }
-  return !lists.empty() && !lists[0].empty();
 }
 
 /// The gradients a fused step returns: unchanged without grad_scale, and not written back then
@@ -146,7 +145,8 @@ bool lowerFusedAdam(LoweringCall& call, bool adamw) {
     outputs[3].push_back(value(&AdamValues::exp_avg_sq));
     if (amsgrad) outputs[4].push_back(value(&AdamValues::max_exp_avg_sq));
   }
-  return setOutputLists(call, outputs);
+  setOutputLists(call, outputs);
+  return count > 0;
 }
 
 // Note [Lowering fused SGD]
@@ -229,7 +229,8 @@ bool lowerFusedSgd(LoweringCall& call) {
     outputs[1].push_back(copyOf(each, "grads", dtype, sizes));
     if (has_momentum) outputs[2].push_back(value(&SgdValues::momentum_buffer));
   }
-  return setOutputLists(call, outputs);
+  setOutputLists(call, outputs);
+  return count > 0;
 }
 
 }  // namespace
