@@ -118,8 +118,14 @@ at::Tensor outputBuffer(const FusedKernel& fused, size_t buffer, const Graph& gr
                         PlanValues& values, c10::Device device) {
   const TensorMeta& meta = fused.buffers.at(buffer).meta;
   if (values.donation && donationEnabled()) {
-    for (const Donation& d : fused.donations) {
-      if (static_cast<size_t>(d.output) != buffer) continue;
+    // A kernel's donations are planned output by output (lowering/plan_donations.cpp), so they
+    // are sorted by output: a kernel of many outputs finds its own without a scan of all.
+    auto first = std::lower_bound(
+        fused.donations.begin(), fused.donations.end(), buffer,
+        [](const Donation& d, size_t b) { return static_cast<size_t>(d.output) < b; });
+    for (auto it = first; it != fused.donations.end() && static_cast<size_t>(it->output) == buffer;
+         ++it) {
+      const Donation& d = *it;
       if (!mayDonate(fused, d, graph, values, device)) continue;
       const BufferBinding& in = donorOf(fused, d);
       ++values.donation->donated;

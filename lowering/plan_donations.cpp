@@ -1,3 +1,4 @@
+#include "lazy_ir/check.h"
 #include "lowering/lowerings.h"
 #include "lowering/passes.h"
 
@@ -294,6 +295,13 @@ bool planDonations(const Graph& graph, ExecutionPlan& plan) {
       for (int32_t k : kernels) any = any || plan.kernels.at(k).kernel.buffers.at(b).may_alias;
       for (int32_t k : kernels) plan.kernels.at(k).kernel.buffers.at(b).may_alias = any;
     }
+  }
+  // outputBuffer (kernels/fused_runner.cpp) finds an output's donations by binary search.
+  for (const FusedKernel& fused : plan.kernels) {
+    LF_INTERNAL_ASSERT(
+        std::is_sorted(fused.donations.begin(), fused.donations.end(),
+                       [](const Donation& a, const Donation& b) { return a.output < b.output; }),
+        "a kernel's donations are not ordered by output");
   }
   return hasDonations(plan);
 }
