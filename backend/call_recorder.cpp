@@ -235,17 +235,18 @@ void CallRecorder::scanArg(size_t i) {
 void CallRecorder::scanTensorList(size_t i) {
   auto list = args_[i].toTensorList();
   key_ = hashCombine(key_, list.size());
-  c10::List<at::Tensor> moved;
-  bool any_moved = false;
-  for (at::Tensor t : list) {
+  // A copy of the list is made only once an element moves (most lists hold no CPU scalar).
+  std::optional<c10::List<at::Tensor>> moved;
+  for (size_t k = 0; k < list.size(); ++k) {
+    at::Tensor t = list.get(k);
     if (isCpuScalar(t) && !traits_.written[i]) {
       t = upload(t);
-      any_moved = true;
+      if (!moved) moved = list.copy();
+      moved->set(k, t);
     }
     addInput(t, i);
-    moved.push_back(t);
   }
-  if (any_moved) args_[i] = moved;
+  if (moved) args_[i] = std::move(*moved);
 }
 
 bool CallRecorder::isOptionalTensorList(size_t i) const {

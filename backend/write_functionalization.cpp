@@ -199,8 +199,10 @@ c10::IValue unwrapped(const c10::IValue& v) {
   };
   if (v.isTensor()) return unwrap(v.toTensor());
   if (!v.isTensorList()) return v;
+  const c10::List<at::Tensor> tensors = v.toTensorList();
   c10::List<at::Tensor> list;
-  for (const at::Tensor& t : v.toTensorList()) list.push_back(unwrap(t));
+  list.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) list.push_back(unwrap(t));
   return list;
 }
 
