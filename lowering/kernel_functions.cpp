@@ -108,7 +108,7 @@ LF_ROUNDING(LF_ROUND))LF",
 #define LF_FLOOR(T, M, cs, fabs) \
   static inline T lf_floor(T a) { \
     T r = lf_round(a); \
-    return lf_select(fabs(a) < (T)(M), cs(r - (T)(r > a), a), a); \
+    return lf_select(fabs(a) < (T)(M), cs(r - lf_select(r > a, (T)1, (T)0), a), a); \
   }
 LF_ROUNDING(LF_FLOOR))LF",
        "LF_ANY1(floor, a) LF_FLOAT1(floor, floor)", LF_METHOD1(floor)},
@@ -116,7 +116,7 @@ LF_ROUNDING(LF_FLOOR))LF",
 #define LF_CEIL(T, M, cs, fabs) \
   static inline T lf_ceil(T a) { \
     T r = lf_round(a); \
-    return lf_select(fabs(a) < (T)(M), cs(r + (T)(r < a), a), a); \
+    return lf_select(fabs(a) < (T)(M), cs(r + lf_select(r < a, (T)1, (T)0), a), a); \
   }
 LF_ROUNDING(LF_CEIL))LF",
        "LF_ANY1(ceil, a) LF_FLOAT1(ceil, ceil)", LF_METHOD1(ceil)},
@@ -124,7 +124,7 @@ LF_ROUNDING(LF_CEIL))LF",
 #define LF_TRUNC(T, M, cs, fabs) \
   static inline T lf_trunc(T a) { \
     T ax = fabs(a), r = lf_round(ax); \
-    return lf_select(ax < (T)(M), cs(r - (T)(r > ax), a), a); \
+    return lf_select(ax < (T)(M), cs(r - lf_select(r > ax, (T)1, (T)0), a), a); \
   }
 LF_ROUNDING(LF_TRUNC))LF",
        "LF_ANY1(trunc, a) LF_FLOAT1(trunc, trunc)", LF_METHOD1(trunc)},
