@@ -42,14 +42,34 @@ def cpu_busy(seconds=1.0):
     return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
 
 
-def run_header(busy_before):
-    """The first line a CPU benchmark prints: versions, threads, processor, the load beside it."""
+def processor():
+    """The CPU's model name and widest vector extension, from /proc/cpuinfo (the architecture
+    name elsewhere). Fused CPU kernels are compiled for the machine they run on, so which loops
+    GCC vectorizes, and the sweep's figures, depend on it (AVX-512 or AVX2 only)."""
     import platform
 
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        return platform.processor() or platform.machine()
+    fields = {}
+    for line in info.split("\n\n")[0].splitlines():  # the first processor's block
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    name = fields.get("model name", platform.machine())
+    flags = fields.get("flags", "").split()
+    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    family = f"family {fields['cpu family']} model {fields['model']}, " if "model" in fields else ""
+    return f"{name} ({family}{vector})"
+
+
+def run_header(busy_before):
+    """The first line a CPU benchmark prints: versions, threads, processor, the load beside it."""
     import torch
 
     import lazyfuse
     return (f"lazyfuse {lazyfuse.__version__} on {lazyfuse.hardware_device()}, torch "
             f"{torch.__version__}, {torch.get_num_threads()} threads, "
-            f"{platform.processor() or platform.machine()}, CPU busy before the run "
+            f"{processor()}, CPU busy before the run "
             f"{busy_before:.0%}")
