@@ -37,9 +37,15 @@ std::string CpuRenderer::instrExpr(const KInstr& instr, int32_t i) const {
       return cast + (k_.params[instr.ivalue].floating ? "fparams[" : "iparams[") +
              std::to_string(param_base_ + instr.ivalue) + "]";
     case KOp::kIndex: return cast + "(" + ixText(instr.index) + ")";
+    case KOp::kWhere:
+      // Note [Branch-free selects]
+      if (instr.dtype == c10::ScalarType::Float || instr.dtype == c10::ScalarType::Double) {
+        return "lf_select(" + t(instr.args[0]) + ", " + cast + t(instr.args[1]) + ", " + cast +
+               t(instr.args[2]) + ")";
+      }
+      [[fallthrough]];
     case KOp::kUnary:
     case KOp::kBinary:
-    case KOp::kWhere:
       // A floating pow whose exponent stays the same over the loop it is in takes the special
       // cases eager's pow(Tensor, Scalar) takes; see Note [CPU prelude].
       return detail::callText(instr, cast, instr.op == KOp::kBinary && !varying_[instr.args[1]],

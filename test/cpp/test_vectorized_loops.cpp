@@ -4,7 +4,7 @@
 // conversion) turns the whole loop scalar, and a 10-op chain fell to 0.3x eager that way while
 // every value stayed right. This test renders a corpus of kernels (every kernel function of
 // the table of Note [Kernel functions] over Float, some again over Half and BFloat16 buffers,
-// Double, integer and Bool ones, broadcast loads), compiles them with the
+// Double, integer and Bool ones, broadcast loads, floating `where`s), compiles them with the
 // flags compileCpp uses plus GCC's vectorization report (-fopt-info-vec-optimized), and
 // requires the report to name each kernel's `omp simd` loop as vectorized. The functions that
 // have no vector implementation to call say why in their row's cpu_scalar; the test holds them
@@ -89,6 +89,25 @@ Case makeCase(const std::string& fn, ScalarType dtype, Layout layout, const std:
   return Case{name, fn, dtype, layout, b.k};
 }
 
+/// where(c, sqrt(a) / b, a) over `dtype` buffers, its condition `a < b` or, `invariant`, a
+/// float parameter compared with 0 (the same at every point, as the fused Adam step's weight
+/// decay): Note [Branch-free selects].
+Case makeWhereCase(ScalarType dtype, bool invariant, const std::string& name) {
+  Builder b(name, {64, 64});
+  const ScalarType compute = computeType(dtype);
+  const IxPtr flat = ixOffset({ixVar(0), ixVar(1)}, {64, 1});
+  const int32_t x = b.load(b.buffer(dtype, false), compute, flat);
+  const int32_t y = b.load(b.buffer(dtype, false), compute, flat);
+  const int32_t cond =
+      invariant ? b.fn("ne", ScalarType::Bool,
+                       {b.op(KOp::kParam, compute, {}, b.param(true)), b.constant(compute, 0)})
+                : b.fn("lt", ScalarType::Bool, {x, y});
+  const int32_t picked = b.fn("div", compute, {b.fn("sqrt", compute, {x}), y});
+  const int32_t value = b.op(KOp::kWhere, compute, {cond, picked, x});
+  b.store(value, b.buffer(dtype, true), flat);
+  return Case{name, "where", dtype, Layout::kContiguous, b.k};
+}
+
 std::vector<Case> corpus() {
   std::vector<Case> cases;
   auto add = [&](const std::string& fn, ScalarType dtype, Layout layout) {
@@ -107,6 +126,12 @@ std::vector<Case> corpus() {
   }
   for (const char* fn : {"add", "exp", "sin", "sqrt", "maximum", "floor", "pow"}) {
     add(fn, ScalarType::Double, Layout::kContiguous);
+  }
+  for (ScalarType dtype : {ScalarType::Float, ScalarType::Double, ScalarType::BFloat16}) {
+    for (bool invariant : {false, true}) {
+      const std::string name = "vec_" + std::to_string(cases.size()) + "_where";
+      cases.push_back(makeWhereCase(dtype, invariant, name));
+    }
   }
   for (const std::string& fn : kIntFunctions) add(fn, ScalarType::Int, Layout::kContiguous);
   for (const std::string& fn : kBoolFunctions) add(fn, ScalarType::Bool, Layout::kContiguous);
