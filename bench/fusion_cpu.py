@@ -19,7 +19,6 @@ import datetime
 import json
 import os
 import pathlib
-import platform
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 import lazyfuse
+from bench_timing import processor
 
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
 
@@ -174,7 +174,7 @@ def main():
     load_before = os.getloadavg()[0]
     print(f"lazyfuse {lazyfuse.__version__} on {lazyfuse.hardware_device()}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {os.cpu_count()} cpus, "
-          f"{platform.processor() or platform.machine()}, load average {load_before:.1f}")
+          f"{processor()}, load average {load_before:.1f}")
     rows = measure(args.quick, args.only, args.reps)
     load_after = os.getloadavg()[0]
     print(f"load average {load_after:.1f} after the run")

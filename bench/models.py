@@ -40,7 +40,6 @@ import json
 import math
 import os
 import pathlib
-import platform
 import statistics
 import subprocess
 import sys
@@ -51,7 +50,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import lazyfuse
-from bench_timing import cpu_busy, run_header
+from bench_timing import cpu_busy, processor, run_header
 
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
 LAZY = torch.device("lazy")
@@ -543,7 +542,7 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "torch": torch.__version__, "threads": torch.get_num_threads(),
-              "cpu": platform.processor() or platform.machine(), "quick": args.quick,
+              "cpu": processor(), "quick": args.quick,
               "cpu_busy": [busy_before, busy_after], "rows": rows}
     (args.out / "models.json").write_text(json.dumps(result, indent=1))
     if args.markdown:

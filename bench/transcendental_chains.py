@@ -20,14 +20,13 @@ import datetime
 import json
 import os
 import pathlib
-import platform
 import statistics
 import time
 
 import torch
 
 import lazyfuse
-from bench_timing import cpu_busy, timed
+from bench_timing import cpu_busy, processor, timed
 
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
 N = 4 * 1024 * 1024
@@ -97,7 +96,7 @@ def main():
 
     result = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": platform.processor() or platform.machine(),
+        "machine": processor(),
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "cpu_busy_before": round(busy_before, 3),
