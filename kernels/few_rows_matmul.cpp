@@ -22,18 +22,23 @@ namespace lazyfuse {
 // kFewRows rows (kFewRowsAlongK for linear's weight layout), whose other matrix has at least
 // kMinOther elements (smaller ones stay with the BLAS). They read the other matrix once, keeping
 // every row's sums in vector registers:
-// - its rows contiguous (`x @ w`): 64 columns at a time, each sum vector updated with
-//   a[m, k] * b[k, n:n+64] along k;
+// - its rows contiguous (`x @ w`): one to four vectors of columns at a time, each sum vector
+//   updated with a[m, k] * b[k, n:n+lanes] along k;
 // - its columns contiguous (linear's weight, b = w.t()): two or four rows of w at a time, a
 //   vector of partial dot products per pair of rows along k, its lanes added at the end.
 // Both sum in runs along k (kRun, kColumnRun) whose totals add up: a sum along all of k erred up
 // to 3x more than MKL's; in runs, 0.35-1.06x its error against float64 on the shapes tried.
-// They are built for AVX-512 and run where the CPU has it: the same code built for AVX2 (two
-// 8-float registers per vector) ran 4-10x slower than MKL on [4, 512] x [512, 1024], so without
-// AVX-512 the BLAS keeps these products. Columns are split across torch's threads (one on the
-// worker of Note [Asynchronous steps]). The sums run in another order than the BLAS's: results
-// agree with eager's within float32 rounding, not bit for bit. Counted by FewRowsMatmuls; pinned by
-// test_few_rows_matmul.py.
+// They are built twice: for AVX-512 (16-float vectors, up to 16 vectors of sums in its 32
+// registers) and for AVX2 with FMA (8-float vectors, 12 sums in its 16 registers; more rows than
+// fit run in groups, each reading the block's columns of b again from cache). The first AVX2 build
+// (the AVX-512 code with two 8-float registers per vector) spilled its sums and ran 4-10x slower
+// than MKL; with its own register blocking, on the AMD EPYC (Zen 3) we measure on, [4, 512] x
+// [512, 1024] takes 64 µs against MKL's 163, and every shape tried (1-16 rows, both layouts) ran
+// 1.2-4x faster than MKL (a lazy step's time less that of a step of one small kernel). Without
+// either extension the BLAS keeps these products. Columns are split across torch's threads (one
+// on the worker of Note [Asynchronous steps]). The sums run in another order than the BLAS's:
+// results agree with eager's within float32 rounding, not bit for bit. Counted by
+// FewRowsMatmuls; pinned by test_few_rows_matmul.py.
 
 namespace {
 
@@ -43,8 +48,34 @@ constexpr int64_t kFewRows = 16;
 constexpr int64_t kFewRowsAlongK = 12;
 constexpr int64_t kMinOther = 16384;
 
-constexpr int kLanes = 16;
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+/// A vector of 16 floats (one AVX-512 register) or of 8 (one AVX2 register).
+typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
+typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
+
+template <typename Vec>
+constexpr int kLanes = sizeof(Vec) / sizeof(float);
+
+/// The vector at `p`, read unaligned. (A std::memcpy into the vector was copied to the stack in
+/// 16-byte pieces and read back whole: a stalled load per vector.)
+template <typename Vec>
+__attribute__((always_inline)) inline void load(Vec& out, const float* p) {
+  typedef Vec Unaligned __attribute__((aligned(alignof(float)), may_alias));
+  out = *reinterpret_cast<const Unaligned*>(p);
+}
+
+/// The vectors of sums a block keeps in registers: 16 of AVX-512's 32, 12 of AVX2's 16 (the
+/// others hold the loaded vectors and the broadcast row value).
+template <typename Vec>
+constexpr int kSums = kLanes<Vec> == 16 ? 16 : 12;
+
+/// Vectors of columns a block of M rows takes along n, and the rows it takes at a time (a block of
+/// 16 rows on AVX2 runs as groups of 6, each reading the block's columns of b again, from cache).
+template <typename Vec, int M>
+constexpr int kColumnVectors = 4 * M <= kSums<Vec>                         ? 4
+                               : (2 * M <= kSums<Vec> || kLanes<Vec> == 8) ? 2
+                                                                           : 1;
+template <typename Vec, int V>
+constexpr int kRowGroup = kSums<Vec> / V;
 
 /// c[m, n] = sum_k a[m, k] * b[k, n] (+ bias[n]) for M rows, with b[k, n] at
 /// b + k * b_k + n * b_n (one of b_k, b_n is 1).
@@ -64,64 +95,79 @@ struct Product {
 /// erred up to 3x more than MKL's on [4, 512] x [512, 1024]).
 constexpr int64_t kRun = 64;
 
-/// The dot products' runs: 16 products a lane (256 along k).
-constexpr int64_t kColumnRun = kRun / 4 * kLanes;
+/// The dot products' runs: 16 products a lane.
+template <typename Vec>
+constexpr int64_t kColumnRun = kRun / 4 * kLanes<Vec>;
 
 /// `*total = sum` at the first run of k, `*total += sum` after it.
+template <typename Vec>
 __attribute__((always_inline)) inline void addRun(float* total, const Vec& sum, bool first) {
-  Vec out = sum;
-  if (!first) {
-    Vec before;
-    std::memcpy(&before, total, sizeof(Vec));
-    out += before;
-  }
-  std::memcpy(total, &out, sizeof(Vec));
+  typedef Vec Unaligned __attribute__((aligned(alignof(float)), may_alias));
+  Unaligned* out = reinterpret_cast<Unaligned*>(total);
+  *out = first ? sum : *out + sum;
 }
 
-/// Columns [n, n + 16 * V) of every row, b's rows contiguous: each row's sums in V vectors.
-template <int M, int V>
-__attribute__((always_inline)) inline void rowsBlock(const Product& p, int64_t n) {
+/// Columns [n, n + lanes * V) of rows [m0, m0 + M), b's rows contiguous: each row's sums in V
+/// vectors.
+template <typename Vec, int M, int V>
+__attribute__((always_inline)) inline void rowsBlock(const Product& p, int64_t n, int64_t m0) {
+  constexpr int L = kLanes<Vec>;
+  const float* a = p.a + m0 * p.lda;
+  float* c = p.c + m0 * p.N + n;
   for (int64_t k0 = 0; k0 < p.K; k0 += kRun) {
     Vec sums[M][V] = {};
     const int64_t k1 = std::min(p.K, k0 + kRun);
     for (int64_t k = k0; k < k1; ++k) {
       const float* row = p.b + k * p.b_k + n;
       Vec b[V];
-      for (int v = 0; v < V; ++v) std::memcpy(&b[v], row + kLanes * v, sizeof(Vec));
+      for (int v = 0; v < V; ++v) load(b[v], row + L * v);
       for (int m = 0; m < M; ++m) {
-        const float a = p.a[m * p.lda + k];
-        for (int v = 0; v < V; ++v) sums[m][v] += a * b[v];
+        const float x = a[m * p.lda + k];
+        for (int v = 0; v < V; ++v) sums[m][v] += x * b[v];
       }
     }
     for (int m = 0; m < M; ++m) {
-      for (int v = 0; v < V; ++v) addRun(p.c + m * p.N + n + kLanes * v, sums[m][v], k0 == 0);
+      for (int v = 0; v < V; ++v) addRun(c + m * p.N + L * v, sums[m][v], k0 == 0);
     }
   }
   if (p.bias == nullptr) return;
   for (int m = 0; m < M; ++m) {
     for (int v = 0; v < V; ++v) {
       Vec bias;
-      std::memcpy(&bias, p.bias + n + kLanes * v, sizeof(Vec));
-      addRun(p.c + m * p.N + n + kLanes * v, bias, false);
+      load(bias, p.bias + n + L * v);
+      addRun(c + m * p.N + L * v, bias, false);
     }
+  }
+}
+
+/// rowsBlock over rows [m0, m0 + M), kRowGroup of them at a time.
+template <typename Vec, int M, int V>
+__attribute__((always_inline)) inline void rowGroups(const Product& p, int64_t n, int64_t m0) {
+  constexpr int G = kRowGroup<Vec, V>;
+  if constexpr (M > G) {
+    rowsBlock<Vec, G, V>(p, n, m0);
+    rowGroups<Vec, M - G, V>(p, n, m0 + G);
+  } else {
+    rowsBlock<Vec, M, V>(p, n, m0);
   }
 }
 
 /// Columns [n, n + W) of every row, b's columns contiguous: dot products along k, a vector of
 /// partial sums per row and column, whose lanes are added at the end.
-template <int M, int W>
+template <typename Vec, int M, int W>
 __attribute__((always_inline)) inline void columnsBlock(const Product& p, int64_t n) {
-  float totals[M][W][kLanes];
-  const int64_t vector_k = p.K / kLanes * kLanes;
-  for (int64_t k0 = 0; k0 < vector_k; k0 += kColumnRun) {
+  constexpr int L = kLanes<Vec>;
+  float totals[M][W][L];
+  const int64_t vector_k = p.K / L * L;
+  for (int64_t k0 = 0; k0 < vector_k; k0 += kColumnRun<Vec>) {
     Vec sums[M][W] = {};
-    const int64_t k1 = std::min(vector_k, k0 + kColumnRun);
-    for (int64_t k = k0; k < k1; k += kLanes) {
+    const int64_t k1 = std::min(vector_k, k0 + kColumnRun<Vec>);
+    for (int64_t k = k0; k < k1; k += L) {
       Vec b[W];
-      for (int w = 0; w < W; ++w) std::memcpy(&b[w], p.b + (n + w) * p.b_n + k, sizeof(Vec));
+      for (int w = 0; w < W; ++w) load(b[w], p.b + (n + w) * p.b_n + k);
       for (int m = 0; m < M; ++m) {
         Vec a;
-        std::memcpy(&a, p.a + m * p.lda + k, sizeof(Vec));
+        load(a, p.a + m * p.lda + k);
         for (int w = 0; w < W; ++w) sums[m][w] += a * b[w];
       }
     }
@@ -133,7 +179,7 @@ __attribute__((always_inline)) inline void columnsBlock(const Product& p, int64_
     for (int w = 0; w < W; ++w) {
       float sum = 0;
       if (vector_k > 0) {
-        for (int lane = 0; lane < kLanes; ++lane) sum += totals[m][w][lane];
+        for (int lane = 0; lane < L; ++lane) sum += totals[m][w][lane];
       }
       for (int64_t k = vector_k; k < p.K; ++k) {
         sum += p.a[m * p.lda + k] * p.b[(n + w) * p.b_n + k];
@@ -160,43 +206,64 @@ inline void singleColumns(const Product& p, int64_t n0, int64_t n1) {
   }
 }
 
-template <int M>
+template <typename Vec, int M>
 __attribute__((always_inline)) inline void columns(const Product& p, int64_t n0, int64_t n1) {
+  constexpr int L = kLanes<Vec>;
   int64_t n = n0;
   if (p.along_n) {
-    constexpr int V = M <= 4 ? 4 : M <= 8 ? 2 : 1;  // at most 16 vectors of sums
-    for (; n + V * kLanes <= n1; n += V * kLanes) rowsBlock<M, V>(p, n);
-    for (; n + kLanes <= n1; n += kLanes) rowsBlock<M, 1>(p, n);
+    constexpr int V = kColumnVectors<Vec, M>;
+    for (; n + V * L <= n1; n += V * L) rowGroups<Vec, M, V>(p, n, 0);
+    for (; n + L <= n1; n += L) rowGroups<Vec, M, 1>(p, n, 0);
   } else {
-    constexpr int W = M <= 4 ? 4 : M <= 8 ? 2 : 1;
-    for (; n + W <= n1; n += W) columnsBlock<M, W>(p, n);
+    // M * W sums: at most 16 with AVX-512 (M <= 12), 12 with AVX2.
+    constexpr int W = 4 * M <= kSums<Vec> ? 4 : 2 * M <= kSums<Vec> ? 2 : 1;
+    for (; n + W <= n1; n += W) columnsBlock<Vec, M, W>(p, n);
   }
   singleColumns(p, n, n1);
 }
 
-#if defined(__x86_64__)
-__attribute__((target("avx512f")))
-#endif
-void productColumns(
-    const Product& p, int64_t n0, int64_t n1) {
+template <typename Vec>
+__attribute__((always_inline)) inline void columnsOfRows(const Product& p, int64_t n0, int64_t n1) {
   switch (p.M) {
-    case 1: return columns<1>(p, n0, n1);
-    case 2: return columns<2>(p, n0, n1);
-    case 3: return columns<3>(p, n0, n1);
-    case 4: return columns<4>(p, n0, n1);
-    case 5: return columns<5>(p, n0, n1);
-    case 6: return columns<6>(p, n0, n1);
-    case 7: return columns<7>(p, n0, n1);
-    case 8: return columns<8>(p, n0, n1);
-    case 9: return columns<9>(p, n0, n1);
-    case 10: return columns<10>(p, n0, n1);
-    case 11: return columns<11>(p, n0, n1);
-    case 12: return columns<12>(p, n0, n1);
-    case 13: return columns<13>(p, n0, n1);
-    case 14: return columns<14>(p, n0, n1);
-    case 15: return columns<15>(p, n0, n1);
-    default: return columns<16>(p, n0, n1);
+    case 1: return columns<Vec, 1>(p, n0, n1);
+    case 2: return columns<Vec, 2>(p, n0, n1);
+    case 3: return columns<Vec, 3>(p, n0, n1);
+    case 4: return columns<Vec, 4>(p, n0, n1);
+    case 5: return columns<Vec, 5>(p, n0, n1);
+    case 6: return columns<Vec, 6>(p, n0, n1);
+    case 7: return columns<Vec, 7>(p, n0, n1);
+    case 8: return columns<Vec, 8>(p, n0, n1);
+    case 9: return columns<Vec, 9>(p, n0, n1);
+    case 10: return columns<Vec, 10>(p, n0, n1);
+    case 11: return columns<Vec, 11>(p, n0, n1);
+    case 12: return columns<Vec, 12>(p, n0, n1);
+    case 13: return columns<Vec, 13>(p, n0, n1);
+    case 14: return columns<Vec, 14>(p, n0, n1);
+    case 15: return columns<Vec, 15>(p, n0, n1);
+    default: return columns<Vec, 16>(p, n0, n1);
   }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void productColumnsAvx512(const Product& p, int64_t n0,
+                                                             int64_t n1) {
+  columnsOfRows<Vec16>(p, n0, n1);
+}
+
+__attribute__((target("avx2,fma"))) void productColumnsAvx2(const Product& p, int64_t n0,
+                                                            int64_t n1) {
+  columnsOfRows<Vec8>(p, n0, n1);
+}
+#endif
+
+/// The columns of the products this CPU runs: null without AVX2 and FMA.
+using ColumnsFn = void (*)(const Product&, int64_t, int64_t);
+ColumnsFn productColumns() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return productColumnsAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return productColumnsAvx2;
+#endif
+  return nullptr;
 }
 
 bool isFloatOnCpu(const at::Tensor& t) {
@@ -251,8 +318,8 @@ std::optional<Call> fewRowsCall(const c10::OperatorHandle& op, const torch::jit:
   if (call.b.size(0) != K || K * N < kMinOther) return std::nullopt;
   // The vector loops run along n (b's rows contiguous) or k (its columns contiguous): at least
   // a vector of it, or the product is mostly tails.
-  const bool along_n = call.b.stride(1) == 1 && N >= kLanes;
-  const bool along_k = call.b.stride(0) == 1 && K >= kLanes;
+  const bool along_n = call.b.stride(1) == 1 && N >= kLanes<Vec16>;
+  const bool along_k = call.b.stride(0) == 1 && K >= kLanes<Vec16>;
   if (!along_n && !along_k) return std::nullopt;
   call.along_n = along_n;
   if (call.bias.defined() && (!isFloatOnCpu(call.bias) || call.bias.dim() != 1 ||
@@ -272,12 +339,8 @@ std::optional<Call> fewRowsCall(const c10::OperatorHandle& op, const torch::jit:
 }  // namespace
 
 bool runFewRowsMatmul(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
-#if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-#else
-  constexpr bool avx512 = false;
-#endif
-  if (!avx512) return false;
+  static const ColumnsFn product_columns = productColumns();
+  if (product_columns == nullptr) return false;
   std::optional<Call> call = fewRowsCall(op, stack);
   if (!call) return false;
   static Counter& counter = counterNamed("FewRowsMatmuls");
@@ -296,10 +359,10 @@ bool runFewRowsMatmul(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
             N,
             call->along_n};
   // Blocks of 64 columns, each thread's share a whole number of them.
-  constexpr int64_t kBlock = 4 * kLanes;
+  constexpr int64_t kBlock = 64;
   const int64_t blocks = (N + kBlock - 1) / kBlock;
   at::parallel_for(0, blocks, 4, [&](int64_t begin, int64_t end) {
-    productColumns(p, begin * kBlock, std::min(end * kBlock, N));
+    product_columns(p, begin * kBlock, std::min(end * kBlock, N));
   });
   stack.clear();
   stack.emplace_back(std::move(out));

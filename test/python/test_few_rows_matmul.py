@@ -16,17 +16,19 @@ def kernel_calls():
     return lazyfuse.metrics().get("FewRowsMatmuls", 0)
 
 
-def _has_avx512():
+def _has_vector_fma():
+    """Whether the CPU has AVX-512, or AVX2 with FMA: the kernel's two builds."""
     try:
         with open("/proc/cpuinfo") as f:
-            return "avx512f" in f.read().split()
+            flags = set(f.read().split())
     except OSError:
         return False
+    return "avx512f" in flags or {"avx2", "fma"} <= flags
 
 
-# The kernel runs where the CPU has AVX-512; elsewhere the BLAS does, and the values are checked
-# all the same.
-CALLS = 1 if _has_avx512() else 0
+# The kernel runs where the CPU has one of its builds; elsewhere the BLAS does, and the values are
+# checked all the same.
+CALLS = 1 if _has_vector_fma() else 0
 
 
 PRODUCTS = {
