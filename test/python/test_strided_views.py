@@ -57,6 +57,24 @@ def test_matmul_reading_a_view_of_an_offset_input():
                                reference(lambda x, base: x @ base[7:11].t(), x, base))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_small_graph_of_externs_and_views_takes_views_without_fusion(dtype, monkeypatch):
+    # Under LAZYFUSE_FUSION=auto a small graph runs node by node, unless its fused plan has no
+    # kernel to compile: `x @ w.t()` of two inputs then reads w transposed in place, where node
+    # by node an extern t_copy copied it at every run (Note [When graphs are fused]).
+    monkeypatch.setenv("LAZYFUSE_FUSION", "auto")
+    torch.manual_seed(0)
+    x, w = torch.randn(7, 13, dtype=dtype), torch.randn(11, 13, dtype=dtype)
+    lazy_x, lazy_w = x.to("lazy"), w.to("lazy")
+    lazyfuse.mark_step()
+    actual = lazy_x @ lazy_w.t()
+    lazyfuse.mark_step()
+    steps = [name for name, _ in lazyfuse.last_plan_profile()]
+    assert "lazyfuse::view" in steps, steps
+    assert not any("t_copy" in name for name in steps), steps
+    torch.testing.assert_close(actual.cpu(), x @ w.t())
+
+
 def test_matmul_of_a_computed_transposed_value():
     x, w = torch.randn(5, 6), torch.randn(4, 6)
     lx, lw = x.to("lazy"), w.to("lazy")
