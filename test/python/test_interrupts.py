@@ -28,6 +28,11 @@ PRELUDE = textwrap.dedent("""
     import os, signal, threading, time
     import torch, lazyfuse
 
+    # A process a non-interactive shell started in the background inherits SIGINT ignored,
+    # and Python then leaves it so: the check is of a terminal's Ctrl-C, under Python's own
+    # handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
     def interrupt_after(seconds):
         threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 
