@@ -5,10 +5,10 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <c10/util/BFloat16.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 
 namespace lazyfuse {
@@ -71,11 +71,6 @@ __attribute__((always_inline)) inline void load(Vec& out, const float* p) {
   out = *reinterpret_cast<const Unaligned*>(p);
 }
 
-/// A bfloat16 element: its 16 bits, the high half of the float it stands for.
-struct BF16 {
-  uint16_t bits;
-};
-
 /// The vector of floats the bfloat16 values at `p` stand for: each widened and shifted up.
 typedef uint16_t Halves8 __attribute__((vector_size(8 * sizeof(uint16_t))));
 typedef uint16_t Halves16 __attribute__((vector_size(16 * sizeof(uint16_t))));
@@ -84,21 +79,19 @@ typedef Halves16 UnalignedHalves16 __attribute__((aligned(alignof(uint16_t)), ma
 typedef uint32_t Words8 __attribute__((vector_size(8 * sizeof(uint32_t))));
 typedef uint32_t Words16 __attribute__((vector_size(16 * sizeof(uint32_t))));
 
-__attribute__((always_inline)) inline void load(Vec8& out, const BF16* p) {
+__attribute__((always_inline)) inline void load(Vec8& out, const c10::BFloat16* p) {
   const Halves8 halves = *reinterpret_cast<const UnalignedHalves8*>(p);
   out = (Vec8)(__builtin_convertvector(halves, Words8) << 16);
 }
-__attribute__((always_inline)) inline void load(Vec16& out, const BF16* p) {
+__attribute__((always_inline)) inline void load(Vec16& out, const c10::BFloat16* p) {
   const Halves16 halves = *reinterpret_cast<const UnalignedHalves16*>(p);
   out = (Vec16)(__builtin_convertvector(halves, Words16) << 16);
 }
 
-__attribute__((always_inline)) inline float value(const float* p) { return *p; }
-__attribute__((always_inline)) inline float value(const BF16* p) {
-  const uint32_t bits = uint32_t{p->bits} << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
+/// One element as a float (c10::BFloat16's own conversion: the same shift).
+template <typename E>
+__attribute__((always_inline)) inline float value(const E* p) {
+  return static_cast<float>(*p);
 }
 
 /// The vectors of sums a block keeps in registers: 16 of AVX-512's 32, 12 of AVX2's 16 (the
@@ -410,8 +403,8 @@ std::optional<Call> fewRowsCall(const c10::OperatorHandle& op, const torch::jit:
 
 namespace {
 
-/// Runs `call` with E (float or BF16) elements: the sums in float, written to `out` (float32), the
-/// bias added in float.
+/// Runs `call` with E (float or c10::BFloat16) elements: the sums in float, written to `out`
+/// (float32), the bias added in float.
 template <typename E>
 bool runProduct(const Call& call, const at::Tensor& bias, at::Tensor& out) {
   static const ColumnsFn<E> product_columns = productColumns<E>();
@@ -440,7 +433,9 @@ bool runProduct(const Call& call, const at::Tensor& bias, at::Tensor& out) {
 }  // namespace
 
 bool runFewRowsMatmul(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
-  if (productColumns<float>() == nullptr) return false;
+  // Whether this CPU runs either build: asked once, as runProduct's choice of build is.
+  static const bool available = productColumns<float>() != nullptr;
+  if (!available) return false;
   std::optional<Call> call = fewRowsCall(op, stack);
   if (!call) return false;
   static Counter& counter = counterNamed("FewRowsMatmuls");
@@ -454,7 +449,7 @@ bool runFewRowsMatmul(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
     // BLAS does.
     at::Tensor sums = at::empty(call->out_sizes, call->a.options().dtype(at::kFloat));
     const at::Tensor bias = call->bias.defined() ? call->bias.to(at::kFloat) : at::Tensor();
-    runProduct<BF16>(*call, bias, sums);
+    runProduct<c10::BFloat16>(*call, bias, sums);
     out = sums.to(at::kBFloat16);
   }
   stack.clear();
