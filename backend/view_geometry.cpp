@@ -55,11 +55,11 @@ namespace {
 // (many meta kernels are Python, 0.1-1 ms a call, paid at every new size): the geometry of the
 // common views (view, expand, t, transpose, permute, select, slice, narrow, split, unbind,
 // unsqueeze, squeeze) from their inputs' (computeViewGeometry), and the results of matrix
-// products and LayerNorm over inputs of other geometry, which are contiguous
-// (computeResultGeometry); LAZYFUSE_VERIFY_META=1 checks both against Meta. Buffers
-// keep the trace's strides; a transfer out (`.cpu()`) gives the strides eager's _to_copy gives the
-// reported geometry, copying where the buffer's differ.
-// Pinned by test_view_metadata.py::test_view_metadata_like_eager,
+// products and LayerNorm over inputs of other geometry, and of pointwise ops over row-major
+// inputs, which are contiguous (computeResultGeometry: Note [Row-major pointwise results]);
+// LAZYFUSE_VERIFY_META=1 checks both against Meta. Buffers keep the trace's strides; a transfer out
+// (`.cpu()`) gives the strides eager's _to_copy gives the reported geometry, copying where the
+// buffer's differ. Pinned by test_view_metadata.py::test_view_metadata_like_eager,
 // test_view_metadata_after_write_like_eager and test_result_strides_like_eager.
 struct ViewGeometry {
   std::vector<int64_t> sizes;
@@ -326,16 +326,68 @@ ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const OpTraits
   return out;
 }
 
+// Note [Row-major pointwise results]
+// A pointwise op (tagged `pointwise` in its schema) lays out its result by TensorIterator's
+// rule in eager: dims are ordered by the inputs' strides, comparing two dims only where an input
+// has a non-zero stride in both (a broadcast or expanded dim is skipped), and the result is dense
+// in that order. When every input's non-zero strides over its dims of more than one element fall
+// strictly from the first dim to the last (contiguous tensors, their slices, expanded or
+// broadcast ones: the gradient `sum()` hands back is an expanded scalar), no comparison swaps
+// two dims, so the result is contiguous; the ops that lay out otherwise (contiguous results,
+// empty_like of a row-major input) agree there. Dims of one element may land anywhere in that
+// order, and their strides with them, so a result with such a dim (or with no elements) is left
+// to Meta, as is any op whose result aliases an input. Computed for the `x.expand(...) * y` of
+// every backward of a reduction, whose Meta call ran (in Python) at every new size.
+
+/// Whether every tensor in `args` walks its dims of more than one element with strictly falling
+/// non-zero strides, and holds at least one element.
+bool rowMajorInputs(const torch::jit::Stack& args) {
+  bool row_major = true;
+  for (const c10::IValue& v : args) {
+    forEachTensor(v, [&](const at::Tensor& t) {
+      if (!row_major || !t.defined()) return;
+      row_major = t.numel() > 0;
+      int64_t previous = 0;
+      for (int64_t d = 0; d < t.dim() && row_major; ++d) {
+        const int64_t stride = t.strides()[d];
+        if (t.sizes()[d] == 1 || stride == 0) continue;
+        row_major = previous == 0 || stride < previous;
+        previous = stride;
+      }
+    });
+  }
+  return row_major;
+}
+
 /// The geometry of the results of `op` over the reported geometry of the lazy tensors in `args`,
 /// as eager's kernels lay them out, without a meta kernel (many are Python, 0.1-1 ms a call): the
 /// results of matrix products and LayerNorm are contiguous whatever their inputs' layout (empty:
-/// nothing to report); nullopt for other ops. LAZYFUSE_VERIFY_META=1 checks it against Meta.
-std::optional<ViewGeometries> computeResultGeometry(const c10::OperatorHandle& op) {
+/// nothing to report), and so are those of pointwise ops over row-major inputs (Note [Row-major
+/// pointwise results]); nullopt for other ops. LAZYFUSE_VERIFY_META=1 checks it against Meta.
+std::optional<ViewGeometries> computeResultGeometry(const c10::OperatorHandle& op,
+                                                    const torch::jit::Stack& args,
+                                                    const torch::jit::Stack& stack,
+                                                    size_t num_results) {
   static const std::set<std::string> contiguous = {"aten::mm", "aten::bmm", "aten::addmm",
                                                    "aten::baddbmm", "aten::native_layer_norm"};
   const c10::FunctionSchema& schema = op.schema();
   if (contiguous.count(schema.name()) > 0) return ViewGeometries{};
-  return std::nullopt;
+  if (!op.hasTag(at::Tag::pointwise) || !rowMajorInputs(args)) return std::nullopt;
+  ViewGeometries out;
+  for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
+    if (schema.returns().at(r - (stack.size() - num_results)).alias_info() != nullptr ||
+        !stack[r].isTensor()) {
+      return std::nullopt;
+    }
+    const at::Tensor& t = stack[r].toTensor();
+    const c10::IntArrayRef sizes = t.sizes();
+    if (!t.defined() || t.numel() == 0 || std::find(sizes.begin(), sizes.end(), 1) != sizes.end()) {
+      return std::nullopt;
+    }
+    const c10::DimVector strides = c10::contiguous_strides(sizes);
+    out.push_back({sizes.vec(), {strides.begin(), strides.end()}, 0});
+  }
+  return out;
 }
 
 /// Whether two geometries agree where reportGeometries would use them. An empty list reports
@@ -455,7 +507,7 @@ void reportResultGeometry(const c10::OperatorHandle& op, const OpTraits& traits,
   }
   key = hashCombine(key, 0x7e5a17ULL);  // apart from the view geometries' keys
   auto geometries = cachedGeometry(key, [&] {
-    std::optional<ViewGeometries> computed = computeResultGeometry(op);
+    std::optional<ViewGeometries> computed = computeResultGeometry(op, args, stack, num_results);
     if (computed && !config::verifyMeta()) return *std::move(computed);
     if (!computed) geometryOnMeta().add();
     ViewGeometries inferred = inferResultGeometry(op, traits, args);

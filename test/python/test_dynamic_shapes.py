@@ -392,13 +392,18 @@ def test_views_cat_and_layer_norm_of_new_sizes_run_no_meta_kernel(name):
     assert misses[-2:] == [0, 0], misses
 
 
-def test_layer_norm_backward_over_widths_runs_no_meta_kernel():
-    g = torch.Generator().manual_seed(6)
-    misses = []
+def rows_and_weights(seed):
+    """Per width of a sweep: x [6, width] and w [width] requiring grad, and their lazy copies."""
+    g = torch.Generator().manual_seed(seed)
     for width in (8, 12, 20, 33, 47):
         x = torch.randn(6, width, generator=g, requires_grad=True)
         w = torch.randn(width, generator=g, requires_grad=True)
-        lx, lw = (t.detach().to(LAZY).requires_grad_(True) for t in (x, w))
+        yield width, x, w, *(t.detach().to(LAZY).requires_grad_(True) for t in (x, w))
+
+
+def test_layer_norm_backward_over_widths_runs_no_meta_kernel():
+    misses = []
+    for width, x, w, lx, lw in rows_and_weights(6):
         before = lazyfuse.metrics()["MetaCacheMiss"]
         F.layer_norm(lx, (width,), lw).square().sum().backward()
         lazyfuse.sync(lx.grad, lw.grad)
@@ -407,6 +412,25 @@ def test_layer_norm_backward_over_widths_runs_no_meta_kernel():
         torch.testing.assert_close(lx.grad.cpu(), x.grad, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(lw.grad.cpu(), w.grad, atol=1e-4, rtol=1e-4)
     assert misses[-2:] == [0, 0], misses
+
+
+def test_backward_of_new_widths_runs_no_meta_kernel_for_geometry():
+    # Note [Row-major pointwise results]: the backward of softmax(x * w).square().sum() multiplies
+    # the expanded gradient of sum() with row-major tensors; a new width lays those results out
+    # without running the op on Meta.
+    geometry = []
+    for _, x, w, lx, lw in rows_and_weights(7):
+        before = lazyfuse.metrics().get("GeometryOnMeta", 0)
+        lazy = F.softmax(lx * lw, -1)
+        lazy_grads = torch.autograd.grad(lazy.square().sum(), (lx, lw))
+        lazyfuse.sync(lazy, *lazy_grads)
+        geometry.append(lazyfuse.metrics().get("GeometryOnMeta", 0) - before)
+        out = F.softmax(x * w, -1)
+        grads = torch.autograd.grad(out.square().sum(), (x, w))
+        for got, expected in zip((lazy, *lazy_grads), (out, *grads)):
+            assert got.stride() == expected.stride()
+            torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
+    assert geometry == [0] * 5, geometry
 
 
 VIEWS = {

@@ -101,6 +101,20 @@ RESULT_LAYOUTS = {
                     lambda y: y.t().relu().add(y.t().relu().unsqueeze(-2), alpha=2)),
     "t_sub_alpha": (lambda: torch.randn(5, 4),
                     lambda y: y.t().relu().sub(y.t().relu().unsqueeze(-2), alpha=0.5)),
+    # Note [Row-major pointwise results]: inputs whose strides fall from the first dim to the
+    # last (expanded, broadcast, sliced, overlapping) give contiguous results without Meta; a
+    # result with a dim of one element, or a transposed input among them, is left to Meta.
+    "expanded_sum_mul": (base, lambda x: x.sum().expand_as(x) * x),
+    "slice_mul_row": (base, lambda x: x[:, 1:3] * x[0, 1:3]),
+    "expanded_rows_where": (base, lambda x: torch.where(x > 0, x.sum().expand_as(x),
+                                                        x[:1].expand_as(x))),
+    "overlapping_mul": (base, lambda x: x.reshape(-1).as_strided((3, 3), (2, 1)) * 2),
+    "expanded_keepdim_size_one": (base, lambda x: x.sum(0, keepdim=True).expand_as(x[:1]) * x[:1]),
+    "expanded_with_transposed": (lambda: torch.randn(4, 4),
+                                 lambda y: y.sum().expand(4, 4) * y.t()),
+    "unsqueezed_expand_add": (lambda: torch.randn(3, 5),
+                              lambda y: y.unsqueeze(1).expand(3, 2, 5) + y[:, None, :2].sum(-1,
+                                                                                   keepdim=True)),
 }
 
 
