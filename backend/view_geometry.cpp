@@ -328,29 +328,56 @@ ViewGeometries inferResultGeometry(const c10::OperatorHandle& op, const OpTraits
 
 // Note [Row-major pointwise results]
 // A pointwise op (tagged `pointwise` in its schema) lays out its result by TensorIterator's
-// rule in eager: dims are ordered by the inputs' strides, comparing two dims only where an input
-// has a non-zero stride in both (a broadcast or expanded dim is skipped), and the result is dense
-// in that order. When every input's non-zero strides over its dims of more than one element fall
-// strictly from the first dim to the last (contiguous tensors, their slices, expanded or
-// broadcast ones: the gradient `sum()` hands back is an expanded scalar), no comparison swaps
-// two dims, so the result is contiguous; the ops that lay out otherwise (contiguous results,
-// empty_like of a row-major input) agree there. Dims of one element may land anywhere in that
-// order, and their strides with them, so a result with such a dim (or with no elements) is left
-// to Meta, as is any op whose result aliases an input. Computed for the `x.expand(...) * y` of
-// every backward of a reduction, whose Meta call ran (in Python) at every new size.
+// rule in eager: dims are ordered by the inputs' strides (a dim an input is broadcast along
+// counts as stride 0 there), comparing two dims only where an input has a non-zero stride in
+// both, and the result is dense in that order. When every input's non-zero strides fall strictly
+// from the first dim to the last (contiguous tensors, their slices, expanded or broadcast ones:
+// the gradient `sum()` hands back is an expanded scalar), no comparison swaps two dims, dims of
+// one element included, so the result is contiguous, with c10's strides for those dims too. The
+// pointwise ops that lay out otherwise (contiguous results, or empty_like: masked_fill,
+// nan_to_num) agree there but for dims of one element, where empty_like keeps a dense input's
+// strides (a slice `x[:, :n]` of a batch of one keeps its batch stride): so a result with such a
+// dim is computed for add, sub, mul, div and where (TensorIterator's) and, for other pointwise
+// ops, only over inputs laid out exactly as c10 lays out a contiguous tensor. A result with no
+// elements, or one that aliases an input, is left to Meta. Two more ops give
+// contiguous results whatever their inputs: `clone` into the contiguous format (reshape's copy)
+// and `matmul`, but for a matrix or vector times a batch, which eager computes transposed.
+// Computed for the `x.expand(...) * y` of every backward of a reduction and a decoder's
+// attention products, whose Meta calls ran (some in Python) at every new size.
 
-/// Whether every tensor in `args` walks its dims of more than one element with strictly falling
-/// non-zero strides, and holds at least one element.
-bool rowMajorInputs(const torch::jit::Stack& args) {
+/// Geometry for every result of `schema` in `stack`: contiguous, or nullopt where a result is not
+/// one tensor of its own with elements.
+std::optional<ViewGeometries> contiguousResults(const c10::FunctionSchema& schema,
+                                                const torch::jit::Stack& stack,
+                                                size_t num_results) {
+  ViewGeometries out;
+  for (size_t k = 0; k < num_results; ++k) {
+    const c10::IValue& v = stack[stack.size() - num_results + k];
+    if (schema.returns().at(k).alias_info() != nullptr || !v.isTensor() ||
+        !v.toTensor().defined() || v.toTensor().numel() == 0) {
+      return std::nullopt;
+    }
+    const c10::IntArrayRef sizes = v.toTensor().sizes();
+    const c10::DimVector strides = c10::contiguous_strides(sizes);
+    out.push_back({sizes.vec(), {strides.begin(), strides.end()}, 0});
+  }
+  return out;
+}
+
+/// Whether every tensor in `args`, broadcast to `sizes`, has non-zero strides that fall strictly
+/// from its first dim to its last.
+bool rowMajorInputs(const torch::jit::Stack& args, c10::IntArrayRef sizes) {
   bool row_major = true;
   for (const c10::IValue& v : args) {
     forEachTensor(v, [&](const at::Tensor& t) {
       if (!row_major || !t.defined()) return;
-      row_major = t.numel() > 0;
+      const int64_t lead = static_cast<int64_t>(sizes.size()) - t.dim();
+      row_major = lead >= 0;
       int64_t previous = 0;
       for (int64_t d = 0; d < t.dim() && row_major; ++d) {
-        const int64_t stride = t.strides()[d];
-        if (t.sizes()[d] == 1 || stride == 0) continue;
+        const bool broadcast = t.sizes()[d] == 1 && sizes[lead + d] != 1;
+        const int64_t stride = broadcast ? 0 : t.strides()[d];
+        if (stride == 0) continue;
         row_major = previous == 0 || stride < previous;
         previous = stride;
       }
@@ -362,30 +389,47 @@ bool rowMajorInputs(const torch::jit::Stack& args) {
 /// The geometry of the results of `op` over the reported geometry of the lazy tensors in `args`,
 /// as eager's kernels lay them out, without a meta kernel (many are Python, 0.1-1 ms a call): the
 /// results of matrix products and LayerNorm are contiguous whatever their inputs' layout (empty:
-/// nothing to report), and so are those of pointwise ops over row-major inputs (Note [Row-major
-/// pointwise results]); nullopt for other ops. LAZYFUSE_VERIFY_META=1 checks it against Meta.
+/// nothing to report), and so are those of Note [Row-major pointwise results]; nullopt for
+/// other ops. LAZYFUSE_VERIFY_META=1 checks it against Meta.
 std::optional<ViewGeometries> computeResultGeometry(const c10::OperatorHandle& op,
                                                     const torch::jit::Stack& args,
                                                     const torch::jit::Stack& stack,
                                                     size_t num_results) {
   static const std::set<std::string> contiguous = {"aten::mm", "aten::bmm", "aten::addmm",
                                                    "aten::baddbmm", "aten::native_layer_norm"};
+  static const std::set<std::string> iterated = {"aten::add", "aten::sub", "aten::mul", "aten::div",
+                                                 "aten::where"};
   const c10::FunctionSchema& schema = op.schema();
   if (contiguous.count(schema.name()) > 0) return ViewGeometries{};
-  if (!op.hasTag(at::Tag::pointwise) || !rowMajorInputs(args)) return std::nullopt;
-  ViewGeometries out;
-  for (size_t r = stack.size() - num_results; r < stack.size(); ++r) {
-    if (schema.returns().at(r - (stack.size() - num_results)).alias_info() != nullptr ||
-        !stack[r].isTensor()) {
-      return std::nullopt;
+  if (schema.name() == "aten::matmul" && args.size() >= 2 && args[0].isTensor() &&
+      args[1].isTensor()) {
+    if (args[0].toTensor().dim() <= 2 && args[1].toTensor().dim() >= 3) return std::nullopt;
+    return contiguousResults(schema, stack, num_results);
+  }
+  if (schema.name() == "aten::clone") {
+    const bool to_contiguous = args.size() >= 2 && !args[1].isNone() &&
+                               args[1].toMemoryFormat() == c10::MemoryFormat::Contiguous;
+    return to_contiguous ? contiguousResults(schema, stack, num_results) : std::nullopt;
+  }
+  if (!op.hasTag(at::Tag::pointwise) || num_results == 0 || !stack.back().isTensor()) {
+    return std::nullopt;
+  }
+  std::optional<ViewGeometries> out = contiguousResults(schema, stack, num_results);
+  if (!out || !rowMajorInputs(args, out->front().sizes)) return std::nullopt;
+  for (const ViewGeometry& g : *out) {
+    if (g.sizes != out->front().sizes) return std::nullopt;
+  }
+  const std::vector<int64_t>& sizes = out->front().sizes;
+  if (std::find(sizes.begin(), sizes.end(), 1) != sizes.end() &&
+      iterated.count(schema.name()) == 0) {
+    bool standard = true;
+    for (const c10::IValue& v : args) {
+      forEachTensor(v, [&](const at::Tensor& t) {
+        const c10::DimVector strides = c10::contiguous_strides(t.sizes());
+        standard = standard && t.strides() == c10::IntArrayRef(strides);
+      });
     }
-    const at::Tensor& t = stack[r].toTensor();
-    const c10::IntArrayRef sizes = t.sizes();
-    if (!t.defined() || t.numel() == 0 || std::find(sizes.begin(), sizes.end(), 1) != sizes.end()) {
-      return std::nullopt;
-    }
-    const c10::DimVector strides = c10::contiguous_strides(sizes);
-    out.push_back({sizes.vec(), {strides.begin(), strides.end()}, 0});
+    if (!standard) return std::nullopt;
   }
   return out;
 }
