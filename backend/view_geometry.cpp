@@ -425,8 +425,9 @@ std::optional<ViewGeometries> computeResultGeometry(const c10::OperatorHandle& o
     bool standard = true;
     for (const c10::IValue& v : args) {
       forEachTensor(v, [&](const at::Tensor& t) {
+        if (!standard || !t.defined()) return;
         const c10::DimVector strides = c10::contiguous_strides(t.sizes());
-        standard = standard && t.strides() == c10::IntArrayRef(strides);
+        standard = t.strides() == c10::IntArrayRef(strides);
       });
     }
     if (!standard) return std::nullopt;
