@@ -411,9 +411,7 @@ std::optional<ViewGeometries> computeResultGeometry(const c10::OperatorHandle& o
                                args[1].toMemoryFormat() == c10::MemoryFormat::Contiguous;
     return to_contiguous ? contiguousResults(schema, stack, num_results) : std::nullopt;
   }
-  if (!op.hasTag(at::Tag::pointwise) || num_results == 0 || !stack.back().isTensor()) {
-    return std::nullopt;
-  }
+  if (!op.hasTag(at::Tag::pointwise) || num_results == 0) return std::nullopt;
   std::optional<ViewGeometries> out = contiguousResults(schema, stack, num_results);
   if (!out || !rowMajorInputs(args, out->front().sizes)) return std::nullopt;
   for (const ViewGeometry& g : *out) {
